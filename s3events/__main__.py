@@ -1,0 +1,3 @@
+from s3events.cli import main
+
+main()

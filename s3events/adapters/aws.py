@@ -1,0 +1,150 @@
+"""boto3 sessions and clients, and the one place that decides which AWS errors are fatal or transient.
+
+Credentials come only from the AWS credential chain (environment variables, profiles, instance or
+container roles). They are never read from properties files and never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import boto3
+import botocore.config
+import botocore.exceptions
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from s3events.errors import FatalError, TransientError
+
+T = TypeVar("T")
+
+# Error codes a person has to act on. Retrying them only hides the problem.
+_FATAL_CODES = {
+    "AccessDenied": "access denied",
+    "AccessDeniedException": "access denied",
+    "AWS.SimpleQueueService.NonExistentQueue": "the queue does not exist",
+    "QueueDoesNotExist": "the queue does not exist",
+    "NoSuchBucket": "the bucket does not exist",
+    "InvalidClientTokenId": "the access key is not valid",
+    "InvalidAccessKeyId": "the access key is not valid",
+    "UnrecognizedClientException": "the credentials are not recognised",
+    "SignatureDoesNotMatch": "the secret key does not match",
+    "ExpiredToken": "the session token has expired",
+    "KMS.AccessDeniedException": "access to the queue's KMS key is denied",
+}
+_TRANSIENT_CODES = {
+    "Throttling",
+    "ThrottlingException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "SlowDown",
+    "ServiceUnavailable",
+    "InternalError",
+    "InternalFailure",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "KMS.ThrottlingException",
+}
+
+
+_DELTA_RS_NATIVE_CREDENTIALS = {"env", "iam-role", "container-role", "assume-role-with-web-identity"}
+
+
+@dataclass(frozen=True, slots=True)
+class AwsOptions:
+    region: str | None = None
+    endpoint_url: str | None = None
+
+
+def session(options: AwsOptions) -> boto3.Session:
+    return boto3.Session(region_name=options.region)
+
+
+def client(options: AwsOptions, service: str, *, read_timeout: float = 60.0) -> Any:
+    config = botocore.config.Config(
+        # botocore's own retries cover single calls; tenacity covers our steps around them.
+        retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=10,
+        read_timeout=read_timeout,
+        max_pool_connections=50,
+    )
+    try:
+        return session(options).client(service, endpoint_url=options.endpoint_url, config=config)
+    except botocore.exceptions.NoRegionError as exc:
+        raise FatalError(
+            "no AWS region configured: set s3events.aws.region or AWS_REGION / AWS_DEFAULT_REGION"
+        ) from exc
+
+
+def delta_storage_options(options: AwsOptions) -> dict[str, str]:
+    """Storage options for delta-rs on s3:// paths, resolved from the same chain as boto3.
+
+    Called whenever a table is (re)opened, so refreshed role credentials are picked up.
+    """
+    sess = session(options)
+    opts: dict[str, str] = {}
+    region = options.region or sess.region_name
+    if region:
+        opts["AWS_REGION"] = region
+    if options.endpoint_url:
+        opts["AWS_ENDPOINT_URL"] = options.endpoint_url
+        if options.endpoint_url.startswith("http://"):
+            opts["AWS_ALLOW_HTTP"] = "true"
+    credentials = sess.get_credentials()
+    # delta-rs resolves (and refreshes) environment, web-identity, container and instance credentials
+    # itself; only credentials it cannot find on its own (profiles, SSO) are handed over.
+    if credentials is not None and getattr(credentials, "method", "") not in _DELTA_RS_NATIVE_CREDENTIALS:
+        frozen = credentials.get_frozen_credentials()
+        opts["AWS_ACCESS_KEY_ID"] = frozen.access_key
+        opts["AWS_SECRET_ACCESS_KEY"] = frozen.secret_key
+        if frozen.token:
+            opts["AWS_SESSION_TOKEN"] = frozen.token
+    return opts
+
+
+def classify(exc: BaseException, *, action: str) -> FatalError | TransientError:
+    """Turn a botocore error into FatalError (stop, tell a person) or TransientError (retry)."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in _FATAL_CODES:
+            return FatalError(f"{action}: {_FATAL_CODES[code]} ({code}: {error.get('Message', '')})")
+        if code in _TRANSIENT_CODES or status >= 500:
+            return TransientError(f"{action}: {code or status} {error.get('Message', '')}".strip())
+        return FatalError(f"{action}: {code}: {error.get('Message', '')}")
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+        return FatalError(
+            f"{action}: no AWS credentials found in the credential chain "
+            "(environment, profile, instance or container role)"
+        )
+    if isinstance(
+        exc,
+        botocore.exceptions.EndpointConnectionError
+        | botocore.exceptions.ConnectionClosedError
+        | botocore.exceptions.ReadTimeoutError
+        | botocore.exceptions.ConnectTimeoutError,
+    ):
+        return TransientError(f"{action}: {exc}")
+    if isinstance(exc, botocore.exceptions.BotoCoreError):
+        return FatalError(f"{action}: {exc}")
+    return TransientError(f"{action}: {exc!r}")
+
+
+def call(action: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Call a boto3 method, translating its errors through classify()."""
+    try:
+        return fn(*args, **kwargs)
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        raise classify(exc, action=action) from exc
+
+
+def retrying(attempts: int = 5, max_wait: float = 10.0) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Retry a step on TransientError with exponential backoff and jitter; fatal errors pass through."""
+    return retry(
+        retry=retry_if_exception_type(TransientError),
+        wait=wait_exponential_jitter(multiplier=0.2, max=max_wait, jitter=0.5),
+        stop=stop_after_attempt(attempts),
+        reraise=True,
+    )

@@ -1,0 +1,106 @@
+"""delta-rs helpers shared by every table we own: open-or-create, schema versions, conflict retries."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from s3events.errors import CommitConflict, FatalError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION_PROPERTY = "s3events.schema.version"
+TABLE_KIND_PROPERTY = "s3events.table.kind"
+
+
+def is_s3(path: str) -> bool:
+    return path.startswith("s3://")
+
+
+def open_table(path: str, storage_options: Mapping[str, str]) -> DeltaTable | None:
+    """The table at `path`, or None when there is none yet."""
+    try:
+        return DeltaTable(path, storage_options=dict(storage_options) if is_s3(path) else None)
+    except TableNotFoundError:
+        return None
+
+
+def open_or_create(
+    path: str,
+    schema: pa.Schema,
+    *,
+    kind: str,
+    schema_version: int,
+    storage_options: Mapping[str, str],
+    change_data_feed: bool = True,
+) -> DeltaTable:
+    """Open the table, creating it on first use; refuse a table written by a newer schema version."""
+    table = open_table(path, storage_options)
+    if table is None:
+        configuration = {
+            SCHEMA_VERSION_PROPERTY: str(schema_version),
+            TABLE_KIND_PROPERTY: kind,
+        }
+        if change_data_feed:
+            configuration["delta.enableChangeDataFeed"] = "true"
+        try:
+            table = DeltaTable.create(
+                path,
+                schema,
+                mode="error",
+                configuration=configuration,
+                storage_options=dict(storage_options) if is_s3(path) else None,
+                raise_if_key_not_exists=False,  # our own s3events.* table properties
+                # Version 0 or nothing: a retried create would land as a second CREATE at version 1.
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+            log.info("created %s table %s (schema version %d)", kind, path, schema_version)
+        except (CommitFailedError, DeltaError) as exc:
+            # Another writer created it first; theirs is as good as ours.
+            table = open_table(path, storage_options)
+            if table is None:
+                raise FatalError(f"cannot create the {kind} table at {path}: {exc}") from exc
+        except OSError as exc:
+            raise FatalError(f"cannot create the {kind} table at {path}: {exc}") from exc
+    check_schema_version(table, path=path, kind=kind, supported=schema_version)
+    return table
+
+
+def check_schema_version(table: DeltaTable, *, path: str, kind: str, supported: int) -> None:
+    found = table.metadata().configuration.get(SCHEMA_VERSION_PROPERTY)
+    if found is None:
+        raise FatalError(
+            f"{path} is a Delta table but not an s3events {kind} table (no {SCHEMA_VERSION_PROPERTY})"
+        )
+    if int(found) > supported:
+        raise FatalError(
+            f"{path} has {kind} schema version {found}; this s3events understands up to {supported}: "
+            "upgrade s3events"
+        )
+
+
+def retry_conflicts(attempts: int) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Retry a read-modify-commit step when another writer won the race; the step re-reads state itself."""
+    return retry(
+        retry=retry_if_exception_type(CommitConflict),
+        wait=wait_exponential_jitter(multiplier=0.05, max=5.0, jitter=0.2),
+        stop=stop_after_attempt(attempts),
+        reraise=True,
+        before_sleep=lambda state: log.info(
+            "commit conflict with another writer (attempt %d/%d); retrying on fresh state",
+            state.attempt_number,
+            attempts,
+        ),
+    )
+
+
+def as_conflict(exc: CommitFailedError) -> CommitConflict:
+    return CommitConflict(f"commit conflict: {exc}")

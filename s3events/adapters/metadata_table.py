@@ -1,0 +1,228 @@
+"""The metadata Delta table (one row per object event) and its quarantine table, through delta-rs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from deltalake import CommitProperties
+from deltalake.exceptions import CommitFailedError
+
+from s3events.adapters import delta
+from s3events.events.record import EventRecord, QuarantineRecord, dedupe
+
+log = logging.getLogger(__name__)
+
+METADATA_SCHEMA_VERSION = 1
+QUARANTINE_SCHEMA_VERSION = 1
+
+_REOPEN_SECONDS = 900.0
+
+_TS = pa.timestamp("us", tz="UTC")
+
+METADATA_SCHEMA = pa.schema(
+    [
+        pa.field("event_id", pa.string(), nullable=False),
+        pa.field("bucket", pa.string(), nullable=False),
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("size", pa.int64()),
+        pa.field("etag", pa.string()),
+        pa.field("version_id", pa.string()),
+        pa.field("sequencer", pa.string()),
+        pa.field("event_name", pa.string(), nullable=False),
+        pa.field("event_kind", pa.string(), nullable=False),
+        pa.field("event_time", _TS, nullable=False),
+        pa.field("event_source", pa.string(), nullable=False),
+        pa.field("message_id", pa.string()),
+        pa.field("captured_at", _TS, nullable=False),
+    ]
+)
+
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        pa.field("message_id", pa.string(), nullable=False),
+        pa.field("receive_count", pa.int32(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("raw_body", pa.string(), nullable=False),
+        pa.field("raw_body_bytes", pa.int64(), nullable=False),
+        pa.field("truncated", pa.bool_(), nullable=False),
+        pa.field("queue_url", pa.string(), nullable=False),
+        pa.field("sent_at", _TS),
+        pa.field("quarantined_at", _TS, nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    written: int
+    duplicates: int
+    version: int | None  # the table version after this step (None: no table yet)
+
+
+def _metadata_batch(records: Sequence[EventRecord]) -> pa.Table:
+    columns: dict[str, list[Any]] = {name: [] for name in METADATA_SCHEMA.names}
+    for r in records:
+        e = r.event
+        for name, value in (
+            ("event_id", e.event_id),
+            ("bucket", e.bucket),
+            ("key", e.key),
+            ("size", e.size),
+            ("etag", e.etag),
+            ("version_id", e.version_id),
+            ("sequencer", e.sequencer),
+            ("event_name", e.event_name),
+            ("event_kind", e.kind),
+            ("event_time", e.event_time),
+            ("event_source", r.source),
+            ("message_id", r.message_id),
+            ("captured_at", r.captured_at),
+        ):
+            columns[name].append(value)
+    return pa.Table.from_pydict(columns, schema=METADATA_SCHEMA)
+
+
+def _quarantine_batch(records: Sequence[QuarantineRecord]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "message_id": q.message_id,
+                "receive_count": q.receive_count,
+                "reason": q.reason,
+                "raw_body": q.raw_body,
+                "raw_body_bytes": q.raw_body_bytes,
+                "truncated": q.truncated,
+                "queue_url": q.queue_url,
+                "sent_at": q.sent_at,
+                "quarantined_at": q.quarantined_at,
+            }
+            for q in records
+        ],
+        schema=QUARANTINE_SCHEMA,
+    )
+
+
+class _InsertOnlyTable:
+    """A table written by insert-if-absent MERGEs on one identity column, retried on conflicts."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        kind: str,
+        schema: pa.Schema,
+        schema_version: int,
+        identity: str,
+        storage_options: Mapping[str, str] | Any,
+        commit_attempts: int,
+    ) -> None:
+        self.path = path
+        self._kind = kind
+        self._schema = schema
+        self._schema_version = schema_version
+        self._identity = identity
+        # A callable so that refreshed credentials are used whenever the table is re-opened.
+        self._storage_options = storage_options if callable(storage_options) else (lambda: storage_options)
+        self._attempts = commit_attempts
+        self._table: Any = None
+        self._opened_at = 0.0
+
+    def _fresh(self) -> Any:
+        """The table at its latest version. Re-opened now and then so refreshed credentials are used."""
+        if self._table is None or time.monotonic() - self._opened_at > _REOPEN_SECONDS:
+            self._table = delta.open_or_create(
+                self.path,
+                self._schema,
+                kind=self._kind,
+                schema_version=self._schema_version,
+                storage_options=self._storage_options(),
+            )
+            self._opened_at = time.monotonic()
+        else:
+            self._table.update_incremental()
+        return self._table
+
+    def version(self) -> int | None:
+        table = delta.open_table(self.path, self._storage_options())
+        return None if table is None else table.version()
+
+    def row_count(self) -> int:
+        table = delta.open_table(self.path, self._storage_options())
+        return 0 if table is None else int(table.count())
+
+    def insert_absent(self, batch: pa.Table, *, custom_metadata: Mapping[str, str]) -> CommitResult:
+        """MERGE the (already unique) batch, inserting rows whose identity the table does not hold."""
+
+        @delta.retry_conflicts(self._attempts)
+        def attempt() -> CommitResult:
+            table = self._fresh()  # fresh state on every attempt
+            try:
+                metrics = (
+                    table.merge(
+                        batch,
+                        predicate=f"t.{self._identity} = s.{self._identity}",
+                        source_alias="s",
+                        target_alias="t",
+                        commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
+                    )
+                    .when_not_matched_insert_all()
+                    .execute()
+                )
+            except CommitFailedError as exc:
+                raise delta.as_conflict(exc) from exc
+            inserted = int(metrics.get("num_target_rows_inserted", 0))
+            return CommitResult(
+                written=inserted, duplicates=batch.num_rows - inserted, version=table.version()
+            )
+
+        return attempt()
+
+
+class MetadataTable(_InsertOnlyTable):
+    """One row per object event, deduplicated by event_id; change data feed on."""
+
+    def __init__(self, path: str, *, storage_options: Any, commit_attempts: int = 10) -> None:
+        super().__init__(
+            path,
+            kind="metadata",
+            schema=METADATA_SCHEMA,
+            schema_version=METADATA_SCHEMA_VERSION,
+            identity="event_id",
+            storage_options=storage_options,
+            commit_attempts=commit_attempts,
+        )
+
+    def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:
+        unique, in_batch_duplicates = dedupe(list(records))
+        if not unique:
+            return CommitResult(written=0, duplicates=in_batch_duplicates, version=self.version())
+        result = self.insert_absent(_metadata_batch(unique), custom_metadata=custom_metadata)
+        return CommitResult(result.written, result.duplicates + in_batch_duplicates, result.version)
+
+
+class QuarantineTable(_InsertOnlyTable):
+    """Poison messages, one row per message id (a redelivered poison message is not recorded twice)."""
+
+    def __init__(self, path: str, *, storage_options: Any, commit_attempts: int = 10) -> None:
+        super().__init__(
+            path,
+            kind="quarantine",
+            schema=QUARANTINE_SCHEMA,
+            schema_version=QUARANTINE_SCHEMA_VERSION,
+            identity="message_id",
+            storage_options=storage_options,
+            commit_attempts=commit_attempts,
+        )
+
+    def record(
+        self, records: Sequence[QuarantineRecord], *, custom_metadata: Mapping[str, str]
+    ) -> CommitResult:
+        unique = list({q.message_id: q for q in records}.values())
+        if not unique:
+            return CommitResult(0, 0, None)
+        return self.insert_absent(_quarantine_batch(unique), custom_metadata=custom_metadata)

@@ -1,0 +1,71 @@
+"""The Spark session: created once per process, with the settings this stack needs.
+
+pyspark is imported lazily so capture (which needs no Spark) starts fast and works without Java.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from s3events.errors import FatalError
+
+MIN_JAVA = 17
+
+
+def _java_binary() -> str | None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = os.path.join(java_home, "bin", "java")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("java")
+
+
+def require_java() -> int:
+    """The Java major version, or FatalError saying what to install when Java is missing or too old."""
+    java = _java_binary()
+    if java is None:
+        raise FatalError(
+            f"Java {MIN_JAVA}+ is required by Spark but no `java` was found on PATH or in JAVA_HOME; "
+            f"install it (Debian/Ubuntu: apt-get install openjdk-{MIN_JAVA}-jre-headless)"
+        )
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FatalError(f"could not run {java} -version: {exc}") from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        raise FatalError(f"could not read the Java version from `{java} -version`: {out.stderr.strip()!r}")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8" style
+        major = int(match.group(2))
+    if major < MIN_JAVA:
+        raise FatalError(f"Spark needs Java {MIN_JAVA}+, but {java} is Java {major}")
+    return major
+
+
+def get_spark(
+    *, master: str = "local[*]", app_name: str = "s3events", conf: dict[str, str] | None = None
+) -> Any:
+    """The process's SparkSession (getOrCreate), after checking Java."""
+    require_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master)
+        # delta-rs rejects named zones such as "Etc/UTC" in timestamps; UTC is what we write.
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,1 @@
+"""Capture: SQS → metadata Delta table. receive → parse → commit → delete, in that order."""

@@ -1,0 +1,122 @@
+"""Wiring: settings → queue, tables and the Capture stage; and the --once / --continuous runs."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+
+from s3events.adapters import aws
+from s3events.adapters.metadata_table import MetadataTable, QuarantineTable
+from s3events.adapters.sqs import SqsQueue
+from s3events.capture.cycle import Capture, CaptureOptions, CycleResult
+from s3events.capture.receive import ReceiveLimits
+from s3events.config import Settings, keys
+from s3events.runloop import StopFlag, run_loop
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CaptureTotals:
+    cycles: int = 0
+    received: int = 0
+    written: int = 0
+    duplicates: int = 0
+    poison: int = 0
+    deleted: int = 0
+    table_version: int | None = None
+
+    def add(self, result: CycleResult) -> None:
+        self.received += result.received
+        self.written += result.written
+        self.duplicates += result.duplicates
+        self.poison += result.poison
+        self.deleted += result.deleted
+        if result.table_version is not None:
+            self.table_version = result.table_version
+
+
+def aws_options(settings: Settings) -> aws.AwsOptions:
+    return aws.AwsOptions(
+        region=settings.get(keys.AWS_REGION), endpoint_url=settings.get(keys.AWS_ENDPOINT_URL)
+    )
+
+
+def build_capture(settings: Settings) -> Capture:
+    """Everything capture needs, checked up front: a missing or forbidden queue fails here."""
+    options = aws_options(settings)
+    queue = SqsQueue(
+        options,
+        settings.require(keys.QUEUE_URL),
+        wait_seconds=settings.get(keys.QUEUE_LONG_POLL_WAIT),
+        visibility_timeout=settings.get(keys.QUEUE_VISIBILITY_TIMEOUT),
+    )
+    queue.check()
+    storage_options = functools.partial(aws.delta_storage_options, options)
+    attempts = settings.get(keys.CAPTURE_COMMIT_MAX_ATTEMPTS)
+    metadata = MetadataTable(
+        settings.require(keys.METADATA_TABLE_PATH), storage_options=storage_options, commit_attempts=attempts
+    )
+    quarantine = QuarantineTable(
+        settings.require(keys.QUARANTINE_TABLE_PATH),
+        storage_options=storage_options,
+        commit_attempts=attempts,
+    )
+    return Capture(
+        queue,
+        metadata,
+        quarantine,
+        CaptureOptions(
+            limits=ReceiveLimits(
+                max_messages=settings.get(keys.QUEUE_MAX_MESSAGES_PER_BATCH),
+                max_seconds=settings.get(keys.QUEUE_MAX_BATCH_SECONDS),
+                concurrency=settings.get(keys.QUEUE_RECEIVE_CONCURRENCY),
+            ),
+            max_message_bytes=settings.get(keys.MESSAGE_MAX_BYTES),
+            poison_action=settings.get(keys.POISON_ACTION),
+            raw_body_max_chars=settings.get(keys.QUARANTINE_RAW_MAX_CHARS),
+        ),
+    )
+
+
+def run_capture(
+    settings: Settings, *, once: bool, min_interval_seconds: float | None = None, stop: StopFlag | None = None
+) -> CaptureTotals:
+    stop = stop or StopFlag()
+    interval = (
+        min_interval_seconds
+        if min_interval_seconds is not None
+        else settings.get(keys.CAPTURE_MIN_SYNC_INTERVAL_SECONDS)
+    )
+    capture = build_capture(settings)
+    totals = CaptureTotals()
+    started = time.monotonic()
+
+    def step() -> CycleResult:
+        result = capture.run_once()
+        if result.received:
+            log.info(result.log_line())
+            totals.add(result)
+        return result
+
+    try:
+        totals.cycles = run_loop(
+            step, once=once, is_idle=lambda r: r.received == 0, stop=stop, min_interval_seconds=interval
+        )
+    finally:
+        capture.close()
+    log.info(
+        "capture finished: cycles=%d received=%d written=%d duplicates=%d poison=%d deleted=%d "
+        "table_version=%s elapsed=%.1fs",
+        totals.cycles,
+        totals.received,
+        totals.written,
+        totals.duplicates,
+        totals.poison,
+        totals.deleted,
+        totals.table_version,
+        time.monotonic() - started,
+    )
+    return totals

@@ -1,0 +1,126 @@
+"""The `s3events` command. The library logs; this module configures logging and owns the exit path.
+
+Exit codes: 0 success, 1 runtime failure, 2 configuration or usage error, 3 fatal environment error
+(access denied, missing queue, no Java): something a person has to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from s3events import __version__
+from s3events.config import Settings, keys, load_settings
+from s3events.errors import ConfigError, FatalError
+
+log = logging.getLogger("s3events")
+
+EXIT_OK, EXIT_FAILURE, EXIT_CONFIG, EXIT_FATAL = 0, 1, 2, 3
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--props", metavar="FILE", help="a Java-style .properties file of s3events.* keys")
+    parser.add_argument(
+        "--conf", metavar="KEY=VALUE", action="append", default=[], help="override one key (repeatable)"
+    )
+
+
+def _add_mode_args(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--once", action="store_true", help="drain what is there, then exit")
+    mode.add_argument("--continuous", action="store_true", help="run until SIGTERM/SIGINT")
+    parser.add_argument(
+        "--min-sync-interval-seconds",
+        type=float,
+        metavar="N",
+        help="continuous mode: minimum seconds between cycles (overrides the properties)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="s3events",
+        description="Exactly-once ingestion of S3 files into Delta Lake tables, "
+        "driven by S3 event notifications.",
+    )
+    parser.add_argument("--version", action="version", version=f"s3events {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    capture = sub.add_parser("capture", help="SQS S3 events → metadata Delta table (deduplicated)")
+    _add_config_args(capture)
+    _add_mode_args(capture)
+
+    demo = sub.add_parser("demo", help="run the pipeline end to end on an embedded local S3/SQS endpoint")
+    demo.add_argument("--data-dir", default="demo-data", help="where the demo's Delta tables go")
+    demo.add_argument("--files", type=int, default=20, help="how many sample files to PUT")
+    return parser
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+    # Third-party chatter at INFO drowns the one line per cycle.
+    for noisy in ("botocore", "boto3", "urllib3", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _load(args: argparse.Namespace, command: str) -> Settings:
+    settings = load_settings(args.props, args.conf)
+    settings.validate_for(command)
+    _configure_logging(settings.get(keys.LOG_LEVEL))
+    return settings
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse, run, and map every outcome to an exit code. Never calls sys.exit (tests call this)."""
+    args = build_parser().parse_args(argv)
+    _configure_logging("INFO")
+    try:
+        if args.command == "capture":
+            from s3events.capture.service import run_capture
+            from s3events.runloop import StopFlag
+
+            settings = _load(args, "capture")
+            stop = StopFlag()
+            stop.install_signal_handlers()
+            run_capture(
+                settings, once=args.once, min_interval_seconds=args.min_sync_interval_seconds, stop=stop
+            )
+        elif args.command == "demo":
+            from s3events.demo import run_demo
+
+            run_demo(data_dir=args.data_dir, files=args.files)
+        return EXIT_OK
+    except ConfigError as exc:
+        print(f"s3events: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except FatalError as exc:
+        print(f"s3events: fatal: {exc}", file=sys.stderr)
+        return EXIT_FATAL
+    except Exception:
+        log.exception("s3events %s failed", args.command)
+        return EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry. Exits without interpreter teardown: delta-rs/pyarrow can abort (SIGABRT)
+    during teardown after all work succeeded, which would replace our true exit code."""
+    try:
+        code = run(argv)
+    except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+        code = exc.code if isinstance(exc.code, int) else EXIT_CONFIG
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

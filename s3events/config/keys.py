@@ -1,0 +1,451 @@
+"""Every configuration key's one declaration.
+
+Read a value with `settings.get(keys.QUEUE_URL)`; per-target keys (`TARGET_*`) with
+`settings.get_for("events", keys.TARGET_PATH)`. The reference docs/configuration.md is generated from
+these declarations (`python -m s3events.config.docs > docs/configuration.md`).
+
+Credentials are deliberately absent: they come only from the AWS credential chain (environment variables,
+profiles, instance or container roles), never from properties files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal, get_args
+
+from s3events.config.registry import (
+    NAME_PATTERN,
+    ChoiceType,
+    FloatType,
+    IntType,
+    Key,
+    KeyValueListType,
+    ListType,
+    Registry,
+    S3UriType,
+    SettingsView,
+    StrType,
+    TablePathType,
+    UrlType,
+)
+
+__all__ = [
+    "AWS_ENDPOINT_URL",
+    "AWS_REGION",
+    "BACKFILL_INTERVAL_SECONDS",
+    "BACKFILL_SOURCES",
+    "CAPTURE_COMMIT_MAX_ATTEMPTS",
+    "CAPTURE_MIN_SYNC_INTERVAL_SECONDS",
+    "COMMANDS",
+    "INGEST_MIN_SYNC_INTERVAL_SECONDS",
+    "INGEST_MISSING_CHECKPOINT_STRATEGY",
+    "INGEST_TARGETS",
+    "LOG_LEVEL",
+    "MESSAGE_MAX_BYTES",
+    "METADATA_TABLE_PATH",
+    "POISON_ACTION",
+    "QUARANTINE_RAW_MAX_CHARS",
+    "QUARANTINE_TABLE_PATH",
+    "QUEUE_LONG_POLL_WAIT",
+    "QUEUE_MAX_BATCH_SECONDS",
+    "QUEUE_MAX_MESSAGES_PER_BATCH",
+    "QUEUE_RECEIVE_CONCURRENCY",
+    "QUEUE_URL",
+    "QUEUE_VISIBILITY_TIMEOUT",
+    "REGISTRY",
+    "SPARK_MASTER",
+    "STATUS_MAX_LAG_SECONDS",
+    "TARGET_BUCKET",
+    "TARGET_ERROR_TABLE_PATH",
+    "TARGET_FORMAT",
+    "TARGET_GLOB",
+    "TARGET_IGNORE_PREFIX",
+    "TARGET_IGNORE_SUBSTRING",
+    "TARGET_KEY_PREFIX",
+    "TARGET_MAX_BYTES_PER_BATCH",
+    "TARGET_MAX_FILES_PER_BATCH",
+    "TARGET_MODE",
+    "TARGET_ON_MISSING_OBJECT",
+    "TARGET_ON_OBJECT_REMOVED",
+    "TARGET_ORDERING_FIELD",
+    "TARGET_PARTITION_BY",
+    "TARGET_PATH",
+    "TARGET_READER_OPTIONS",
+    "TARGET_RECORD_KEY",
+    "TARGET_SCHEMA",
+    "CheckpointStrategy",
+    "LogLevel",
+    "OnMissingObject",
+    "OnObjectRemoved",
+    "PoisonAction",
+    "TargetFormat",
+    "TargetMode",
+]
+
+PoisonAction = Literal["delete", "redrive"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+CheckpointStrategy = Literal["earliest", "latest"]
+TargetFormat = Literal["json", "csv", "parquet", "text"]
+TargetMode = Literal["append", "merge"]
+OnMissingObject = Literal["skip", "fail"]
+OnObjectRemoved = Literal["ignore", "delete"]
+
+COMMANDS: tuple[str, ...] = ("capture", "ingest", "backfill", "status")
+"""The commands `Settings.validate_for` knows (`Key.required_for` names these)."""
+
+_CAPTURE = frozenset({"capture"})
+_INGEST = frozenset({"ingest"})
+_ALL = frozenset(COMMANDS)
+
+_TARGET = "s3events.ingest.target.<name>."
+_BUCKET = StrType(pattern=r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", pattern_doc="an S3 bucket name")
+_COLUMNS = ListType(unique=True)
+
+# --------------------------------------------------------------------------------------------------- AWS
+
+AWS_REGION: Key[str | None] = Key(
+    name="s3events.aws.region",
+    type=StrType(pattern=r"[a-z0-9-]+", pattern_doc="an AWS region name, e.g. us-east-1"),
+    doc="AWS region of the queue, the buckets and the tables; unset = the AWS SDK region chain "
+    "(AWS_REGION, AWS_DEFAULT_REGION, profile).",
+    group="AWS",
+)
+AWS_ENDPOINT_URL: Key[str | None] = Key(
+    name="s3events.aws.endpoint.url",
+    type=UrlType(),
+    doc="One endpoint URL for S3, SQS and Delta storage instead of AWS's (e.g. a local moto or MinIO "
+    "server); an http:// URL allows plain HTTP; unset = the AWS endpoints.",
+    group="AWS",
+)
+
+# ------------------------------------------------------------------------------------------------ source
+
+QUEUE_URL: Key[str | None] = Key(
+    name="s3events.source.queue.url",
+    type=UrlType(),
+    doc="URL of the SQS queue that receives the S3 event notifications (direct, SNS-wrapped or "
+    "EventBridge).",
+    required_for=_CAPTURE,
+    group="Source queue",
+)
+QUEUE_LONG_POLL_WAIT: Key[int] = Key(
+    name="s3events.source.queue.long.poll.wait",
+    type=IntType(min=0, max=20),
+    default=20,
+    doc="Seconds one ReceiveMessage call waits for messages to arrive (SQS WaitTimeSeconds; 0 = short "
+    "polling).",
+    group="Source queue",
+)
+QUEUE_VISIBILITY_TIMEOUT: Key[int] = Key(
+    name="s3events.source.queue.visibility.timeout",
+    type=IntType(min=0, max=43200),
+    default=30,
+    doc="Seconds a received message stays hidden from other receivers (SQS VisibilityTimeout); keep it "
+    "above the time to gather and commit one batch.",
+    group="Source queue",
+)
+QUEUE_MAX_MESSAGES_PER_BATCH: Key[int] = Key(
+    name="s3events.source.queue.max.messages.per.batch",
+    type=IntType(min=1, max=100000),
+    default=1000,
+    doc="Maximum number of SQS messages gathered into one metadata-table commit.",
+    group="Source queue",
+)
+QUEUE_MAX_BATCH_SECONDS: Key[float] = Key(
+    name="s3events.source.queue.max.batch.seconds",
+    type=FloatType(min=0.1, max=3600),
+    default=10.0,
+    doc="Time budget in seconds for gathering one batch; the batch is committed when it is full or this "
+    "time has passed.",
+    group="Source queue",
+)
+QUEUE_RECEIVE_CONCURRENCY: Key[int] = Key(
+    name="s3events.source.queue.receive.concurrency",
+    type=IntType(min=1, max=32),
+    default=4,
+    doc="Number of ReceiveMessage calls in flight at once while gathering a batch.",
+    group="Source queue",
+)
+MESSAGE_MAX_BYTES: Key[int] = Key(
+    name="s3events.source.message.max.bytes",
+    type=IntType(min=1024, max=1048576),
+    default=262144,
+    doc="A message body larger than this many bytes is poison: quarantined without being parsed.",
+    group="Source queue",
+)
+POISON_ACTION: Key[PoisonAction] = Key(
+    name="s3events.source.poison.action",
+    type=ChoiceType(get_args(PoisonAction)),
+    default="delete",
+    doc="After a poison message is written to the quarantine table: delete it from the queue, or leave "
+    "it for the queue's redrive policy (dead-letter queue).",
+    group="Source queue",
+)
+
+# ---------------------------------------------------------------------------------------------- metadata
+
+
+def _quarantine_default(settings: SettingsView, _target: str | None) -> str | None:
+    base = settings.get(METADATA_TABLE_PATH)
+    return f"{base}_quarantine" if base else None
+
+
+METADATA_TABLE_PATH: Key[str | None] = Key(
+    name="s3events.metadata.table.path",
+    type=TablePathType(),
+    doc="Delta table of captured object events, one row per event (s3://bucket/prefix or a local path).",
+    required_for=_ALL,
+    group="Metadata table",
+)
+QUARANTINE_TABLE_PATH: Key[str | None] = Key(
+    name="s3events.metadata.quarantine.table.path",
+    type=TablePathType(),
+    default_from=_quarantine_default,
+    default_text="<s3events.metadata.table.path>_quarantine",
+    doc="Delta table that keeps poison messages (unparseable or oversized) with their raw body and the "
+    "reason.",
+    group="Metadata table",
+)
+QUARANTINE_RAW_MAX_CHARS: Key[int] = Key(
+    name="s3events.metadata.quarantine.raw.max.chars",
+    type=IntType(min=256, max=1048576),
+    default=65536,
+    doc="A raw message body kept in the quarantine table is truncated to this many characters.",
+    group="Metadata table",
+)
+
+# ----------------------------------------------------------------------------------------------- capture
+
+CAPTURE_MIN_SYNC_INTERVAL_SECONDS: Key[float] = Key(
+    name="s3events.capture.min.sync.interval.seconds",
+    type=FloatType(min=0, max=86400),
+    default=0.0,
+    doc="In --continuous mode, the minimum seconds between the starts of two capture cycles (0 = start "
+    "the next cycle at once).",
+    group="Capture",
+)
+CAPTURE_COMMIT_MAX_ATTEMPTS: Key[int] = Key(
+    name="s3events.capture.commit.max.attempts",
+    type=IntType(min=1, max=100),
+    default=10,
+    doc="Attempts to commit one batch to the metadata table; commit conflicts with other writers are "
+    "retried with backoff on fresh table state.",
+    group="Capture",
+)
+
+# ----------------------------------------------------------------------------------------------- logging
+
+LOG_LEVEL: Key[LogLevel] = Key(
+    name="s3events.log.level",
+    type=ChoiceType(get_args(LogLevel)),
+    default="INFO",
+    doc="Level of the s3events log messages (written to stderr).",
+    group="Logging",
+)
+
+# ------------------------------------------------------------------------------------------------ ingest
+
+INGEST_TARGETS: Key[tuple[str, ...]] = Key(
+    name="s3events.ingest.targets",
+    type=ListType(item=StrType(pattern=NAME_PATTERN, pattern_doc="names of A-Z a-z 0-9 _ -"), unique=True),
+    default=(),
+    doc="Names of the target tables to ingest into; each is configured by the "
+    "s3events.ingest.target.<name>.* keys.",
+    required_for=_INGEST,
+    group="Ingest",
+)
+INGEST_MIN_SYNC_INTERVAL_SECONDS: Key[float] = Key(
+    name="s3events.ingest.min.sync.interval.seconds",
+    type=FloatType(min=0, max=86400),
+    default=0.0,
+    doc="In --continuous mode, the minimum seconds between the starts of two ingest cycles (0 = start "
+    "the next cycle at once).",
+    group="Ingest",
+)
+INGEST_MISSING_CHECKPOINT_STRATEGY: Key[CheckpointStrategy] = Key(
+    name="s3events.ingest.missing.checkpoint.strategy",
+    type=ChoiceType(get_args(CheckpointStrategy)),
+    default="earliest",
+    doc="Where a target with no checkpoint yet starts reading the metadata table: earliest = every "
+    "captured event, latest = only events captured after its first run.",
+    group="Ingest",
+)
+SPARK_MASTER: Key[str] = Key(
+    name="s3events.spark.master",
+    type=StrType(),
+    default="local[*]",
+    doc="Spark master URL of the session that reads the referenced files (e.g. local[*], "
+    "spark://host:7077).",
+    group="Ingest",
+)
+
+# ------------------------------------------------------------------------------- ingest, per target
+
+
+def _error_table_default(settings: SettingsView, target: str | None) -> str | None:
+    if target is None:
+        return None
+    base = settings.get_for(target, TARGET_PATH)
+    return f"{base}_errors" if base else None
+
+
+def _target(suffix: str, **kwargs: Any) -> Any:
+    return Key(
+        name=_TARGET + suffix,
+        instances_from="s3events.ingest.targets",
+        group="Ingest targets",
+        **kwargs,
+    )
+
+
+_NO_OPTIONS: Mapping[str, str] = MappingProxyType({})
+
+TARGET_PATH: Key[str | None] = _target(
+    "path",
+    type=TablePathType(),
+    doc="Delta table this target's records are written to (s3://bucket/prefix or a local path).",
+    required_for=_INGEST,
+)
+TARGET_FORMAT: Key[TargetFormat | None] = _target(
+    "format",
+    type=ChoiceType(get_args(TargetFormat)),
+    doc="Format of this target's source files: json (one object per line), csv, parquet, or text (one "
+    "record per line).",
+    required_for=_INGEST,
+)
+TARGET_KEY_PREFIX: Key[str] = _target(
+    "key.prefix",
+    type=StrType(),
+    default="",
+    doc="Only objects whose key starts with this prefix go to this target (empty = any key).",
+)
+TARGET_BUCKET: Key[str | None] = _target(
+    "bucket",
+    type=_BUCKET,
+    doc="Only objects in this bucket go to this target (unset = any bucket).",
+)
+TARGET_IGNORE_PREFIX: Key[tuple[str, ...]] = _target(
+    "ignore.prefix",
+    type=ListType(),
+    default=(),
+    doc="Objects whose key starts with any of these prefixes are skipped.",
+)
+TARGET_IGNORE_SUBSTRING: Key[tuple[str, ...]] = _target(
+    "ignore.substring",
+    type=ListType(),
+    default=(),
+    doc="Objects whose key contains any of these substrings are skipped.",
+)
+TARGET_GLOB: Key[str | None] = _target(
+    "glob",
+    type=StrType(),
+    doc="Only objects whose whole key matches this fnmatch-style pattern go to this target, e.g. "
+    "*.json.gz ('*' also matches '/').",
+)
+TARGET_SCHEMA: Key[str | None] = _target(
+    "schema",
+    type=StrType(),
+    doc="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP' (unset = inferred from the "
+    "files).",
+)
+TARGET_READER_OPTIONS: Key[Mapping[str, str]] = _target(
+    "reader.options",
+    type=KeyValueListType(),
+    default=_NO_OPTIONS,
+    doc="Extra Spark reader options as comma-separated k=v pairs, e.g. header=true,sep=; (values cannot "
+    "contain ',').",
+)
+TARGET_MODE: Key[TargetMode] = _target(
+    "mode",
+    type=ChoiceType(get_args(TargetMode)),
+    default="append",
+    doc="append = add every record; merge = upsert by record.key (update rows with an equal key, insert "
+    "the rest).",
+)
+TARGET_RECORD_KEY: Key[tuple[str, ...]] = _target(
+    "record.key",
+    type=_COLUMNS,
+    default=(),
+    doc="Columns that identify a record; required when mode=merge.",
+)
+TARGET_ORDERING_FIELD: Key[str | None] = _target(
+    "ordering.field",
+    type=StrType(),
+    doc="Column that picks the winner among records with the same record key: the largest value wins "
+    "(like Hudi's precombine field).",
+)
+TARGET_PARTITION_BY: Key[tuple[str, ...]] = _target(
+    "partition.by",
+    type=_COLUMNS,
+    default=(),
+    doc="Columns the target table is partitioned by, applied when the table is created.",
+)
+TARGET_MAX_FILES_PER_BATCH: Key[int] = _target(
+    "max.files.per.batch",
+    type=IntType(min=1, max=1000000),
+    default=1000,
+    doc="Maximum number of source files read into one target commit.",
+)
+TARGET_MAX_BYTES_PER_BATCH: Key[int] = _target(
+    "max.bytes.per.batch",
+    type=IntType(min=1),
+    default=1073741824,
+    doc="Maximum total bytes of source files read into one target commit (a larger single file forms a "
+    "batch of its own).",
+)
+TARGET_ERROR_TABLE_PATH: Key[str | None] = _target(
+    "error.table.path",
+    type=TablePathType(),
+    default_from=_error_table_default,
+    default_text="<target path>_errors",
+    doc="Delta table for records and files of this target that fail to parse, with their source file "
+    "and line.",
+)
+TARGET_ON_MISSING_OBJECT: Key[OnMissingObject] = _target(
+    "on.missing.object",
+    type=ChoiceType(get_args(OnMissingObject)),
+    default="skip",
+    doc="When a referenced object no longer exists: skip it, or fail the ingest run.",
+)
+TARGET_ON_OBJECT_REMOVED: Key[OnObjectRemoved] = _target(
+    "on.object.removed",
+    type=ChoiceType(get_args(OnObjectRemoved)),
+    default="ignore",
+    doc="On an ObjectRemoved event: ignore it, or delete the rows that came from that object from the "
+    "target table.",
+)
+
+# ---------------------------------------------------------------------------------------------- backfill
+
+BACKFILL_SOURCES: Key[tuple[str, ...]] = Key(
+    name="s3events.backfill.sources",
+    type=ListType(item=S3UriType(), unique=True),
+    default=(),
+    doc="Where backfill lists objects the metadata table does not know: s3://bucket or "
+    "s3://bucket/prefix URIs.",
+    required_for=frozenset({"backfill"}),
+    group="Backfill",
+)
+BACKFILL_INTERVAL_SECONDS: Key[float] = Key(
+    name="s3events.backfill.interval.seconds",
+    type=FloatType(min=0, max=604800),
+    default=0.0,
+    doc="Capture also runs a backfill every this many seconds (0 = off; `s3events backfill` runs one on "
+    "demand).",
+    group="Backfill",
+)
+
+# ------------------------------------------------------------------------------------------------ status
+
+STATUS_MAX_LAG_SECONDS: Key[float] = Key(
+    name="s3events.status.max.lag.seconds",
+    type=FloatType(min=0),
+    default=3600.0,
+    doc="`s3events status` reports a target as lagging when its ingest is this many seconds or more "
+    "behind the metadata table.",
+    group="Status",
+)
+
+REGISTRY = Registry(value for value in list(globals().values()) if isinstance(value, Key))
+"""Every key above, in declaration order."""

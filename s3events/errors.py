@@ -1,0 +1,27 @@
+"""The whole exception hierarchy. Adapters decide what is retryable and what is fatal."""
+
+from __future__ import annotations
+
+
+class S3EventsError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(S3EventsError):
+    """A configuration mistake found at start-up. The message names the key, the value and what is allowed."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class FatalError(S3EventsError):
+    """A condition a person has to fix (access denied, missing queue, no Java). Stops the process."""
+
+
+class TransientError(S3EventsError):
+    """A condition that retrying later may clear (throttling, a dropped connection, a commit conflict)."""
+
+
+class CommitConflict(TransientError):
+    """Another writer committed first; re-read the table state and try again."""

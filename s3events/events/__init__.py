@@ -1,0 +1,1 @@
+"""S3 object events: the frozen model and the parser of every message shape that carries them."""

@@ -1,0 +1,90 @@
+"""One loop, one stop flag, one final flush — shared by the continuous processes.
+
+Signal handlers only set the flag; the cycle in hand always finishes (commit, delete) before exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import TypeVar
+
+from s3events.errors import FatalError
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+class StopFlag:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking at once when the flag is set. True when stopping."""
+        return self._event.wait(max(0.0, seconds))
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            if self._event.is_set():
+                log.warning("second %s: still finishing the batch in hand", signal.Signals(signum).name)
+            else:
+                log.info(
+                    "%s received: finishing the batch in hand, then exiting", signal.Signals(signum).name
+                )
+            self._event.set()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+
+def run_loop(
+    step: Callable[[], R],
+    *,
+    once: bool,
+    is_idle: Callable[[R], bool],
+    stop: StopFlag,
+    min_interval_seconds: float = 0.0,
+    max_error_backoff_seconds: float = 60.0,
+    idle_pause_seconds: float = 1.0,
+) -> int:
+    """Run `step` until idle (--once) or until stopped (--continuous). Returns the number of cycles.
+
+    --once: errors propagate (the command exits non-zero). --continuous: a failed cycle is logged and
+    retried after an exponential backoff; only FatalError (a person must act) ends the loop.
+    """
+    cycles = 0
+    failures = 0
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            result = step()
+        except FatalError:
+            raise
+        except Exception:
+            if once:
+                raise
+            failures += 1
+            backoff = min(max_error_backoff_seconds, 2.0 ** min(failures, 10) / 4)
+            log.exception("cycle failed (%d in a row); retrying in %.1fs", failures, backoff)
+            stop.wait(backoff)
+            continue
+        failures = 0
+        cycles += 1
+        idle = is_idle(result)
+        if once and idle:
+            break
+        # An idle cycle pauses briefly even with no interval set, so a zero long poll cannot spin.
+        remaining = min_interval_seconds - (time.monotonic() - started)
+        stop.wait(max(remaining, idle_pause_seconds if idle else 0.0))
+    return cycles

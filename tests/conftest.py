@@ -1,0 +1,126 @@
+"""Shared fixtures: one moto_server process per test run, factories for notifying buckets and settings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from s3events.adapters import aws, provision
+from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
+
+REPO = Path(__file__).resolve().parent.parent
+EVENTS_DIR = Path(__file__).resolve().parent / "events"
+
+os.environ.update(LOCAL_ENV)  # moto's throwaway credentials; tests never see real ones
+
+
+@pytest.fixture(scope="session")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEndpoint]:
+    log_path = tmp_path_factory.mktemp("moto") / "moto_server.log"
+    with LocalEndpoint(log_path=log_path) as ep:
+        yield ep
+
+
+@pytest.fixture
+def aws_options(endpoint: LocalEndpoint) -> aws.AwsOptions:
+    return aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
+
+
+@pytest.fixture
+def s3(aws_options: aws.AwsOptions) -> Any:
+    return aws.client(aws_options, "s3")
+
+
+@pytest.fixture
+def sqs(aws_options: aws.AwsOptions) -> Any:
+    return aws.client(aws_options, "sqs")
+
+
+@dataclass
+class Stack:
+    bucket: str
+    queue_url: str
+    endpoint_url: str
+    metadata_path: str
+
+    def conf(self, **extra: object) -> list[str]:
+        """`--conf` overrides for this stack; keyword names use '_' for '.' after `s3events.`."""
+        base = {
+            "s3events.aws.endpoint.url": self.endpoint_url,
+            "s3events.aws.region": "us-east-1",
+            "s3events.source.queue.url": self.queue_url,
+            "s3events.source.queue.long.poll.wait": "1",
+            "s3events.metadata.table.path": self.metadata_path,
+        }
+        base.update({"s3events." + k.replace("__", "."): str(v) for k, v in extra.items()})
+        return [f"{k}={v}" for k, v in base.items()]
+
+
+@pytest.fixture
+def make_stack(aws_options: aws.AwsOptions, endpoint: LocalEndpoint, tmp_path: Path) -> Callable[..., Stack]:
+    """A fresh bucket + queue + notification per call, and a metadata path of its own."""
+
+    def make(*, via_sns: bool = False, metadata_on_s3: bool = False, **queue_attributes: str) -> Stack:
+        suffix = uuid.uuid4().hex[:10]
+        stack = provision.notifying_bucket(
+            aws_options,
+            bucket=f"landing-{suffix}",
+            queue=f"events-{suffix}",
+            via_sns=via_sns,
+            queue_attributes=queue_attributes or None,
+        )
+        if metadata_on_s3:
+            aws.client(aws_options, "s3").create_bucket(Bucket=f"lake-{suffix}")
+            metadata_path = f"s3://lake-{suffix}/metadata"
+        else:
+            metadata_path = str(tmp_path / f"metadata-{suffix}")
+        return Stack(stack.bucket, stack.queue_url, endpoint.url, metadata_path)
+
+    return make
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(args: Sequence[str], *, timeout: float = 180, env: dict[str, str] | None = None) -> CliResult:
+    """Run the real `s3events` console script in a child process; returns its true exit code."""
+    exe = Path(sys.executable).with_name("s3events")
+    proc = subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, timeout=timeout, env=env or os.environ.copy()
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def read_table(path: str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(path, storage_options=storage_options).to_pyarrow_table().to_pylist()
+
+
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # delta-rs/pyarrow readers can abort the interpreter during teardown (SIGABRT) after every test
+    # passed; leave with pytest's own exit status instead (see ARCHITECTURE.md).
+    if _exit_status and not hasattr(config, "workerinput"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status[-1])

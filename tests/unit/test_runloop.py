@@ -1,0 +1,59 @@
+"""The shared loop: --once stops when idle, --continuous stops on the flag, errors are survived."""
+
+from __future__ import annotations
+
+import pytest
+
+from s3events.errors import FatalError, TransientError
+from s3events.runloop import StopFlag, run_loop
+
+
+def test_once_runs_until_a_cycle_is_idle():
+    results = iter([3, 2, 0, 5])
+    cycles = run_loop(lambda: next(results), once=True, is_idle=lambda r: r == 0, stop=StopFlag())
+    assert cycles == 3
+
+
+def test_continuous_keeps_going_through_idle_cycles_until_stopped():
+    stop = StopFlag()
+    seen: list[int] = []
+
+    def step() -> int:
+        seen.append(len(seen))
+        if len(seen) == 4:
+            stop.set()
+        return 0
+
+    cycles = run_loop(step, once=False, is_idle=lambda r: r == 0, stop=stop, idle_pause_seconds=0)
+    assert cycles == 4
+
+
+def test_continuous_survives_a_failed_cycle_and_retries():
+    stop = StopFlag()
+    calls: list[str] = []
+
+    def step() -> int:
+        calls.append("call")
+        if len(calls) == 1:
+            raise TransientError("commit conflict")
+        stop.set()
+        return 1
+
+    cycles = run_loop(step, once=False, is_idle=lambda r: r == 0, stop=stop, max_error_backoff_seconds=0)
+    assert (cycles, len(calls)) == (1, 2)
+
+
+def test_once_propagates_a_failed_cycle():
+    def step() -> int:
+        raise TransientError("no")
+
+    with pytest.raises(TransientError):
+        run_loop(step, once=True, is_idle=lambda r: r == 0, stop=StopFlag())
+
+
+def test_fatal_error_ends_even_the_continuous_loop():
+    def step() -> int:
+        raise FatalError("access denied")
+
+    with pytest.raises(FatalError):
+        run_loop(step, once=False, is_idle=lambda r: r == 0, stop=StopFlag())
