@@ -168,7 +168,9 @@ def test_failed_commit_deletes_no_message_and_next_run_captures_all(make_stack, 
 
     result = run_cli(["capture", "--once", *_conf(stack, source__queue__visibility__timeout=1)])
 
-    assert result.returncode == 1, result.stderr
+    # an unwritable table location is for a person to fix: exit 3, naming the path
+    assert result.returncode == 3, result.stderr
+    assert "cannot create the metadata table" in result.stderr and str(blocker) in result.stderr
     stack.metadata_path = good_path
     # The messages reappear once their 1 s visibility timeout runs out; a 5 s long poll waits for them.
     totals = capture_once(stack, source__queue__long__poll__wait=5)
