@@ -25,3 +25,7 @@ class TransientError(S3EventsError):
 
 class CommitConflict(TransientError):
     """Another writer committed first; re-read the table state and try again."""
+
+
+class CheckpointError(S3EventsError):
+    """A target's checkpoint would move backwards; committing it would ingest files a second time."""

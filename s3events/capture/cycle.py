@@ -48,13 +48,16 @@ class CycleResult:
     delete_failed: int = 0
     table_version: int | None = None
     elapsed_seconds: float = 0.0
+    commit_seconds: float = 0.0
+    delete_seconds: float = 0.0
 
     def log_line(self) -> str:
         return (
             f"capture cycle: received={self.received} written={self.written} duplicates={self.duplicates} "
             f"poison={self.poison} ignored={self.ignored} test_events={self.test_events} "
             f"deleted={self.deleted} delete_failed={self.delete_failed} "
-            f"table_version={self.table_version} elapsed={self.elapsed_seconds:.2f}s"
+            f"table_version={self.table_version} elapsed={self.elapsed_seconds:.2f}s "
+            f"(commit {self.commit_seconds:.2f}s, delete {self.delete_seconds:.2f}s)"
         )
 
 
@@ -65,7 +68,6 @@ class _Parsed:
     ignored: int = 0
     test_events: int = 0
     to_delete: list[Message] = field(default_factory=list)
-    to_release: list[Message] = field(default_factory=list)
 
 
 class Capture:
@@ -98,6 +100,7 @@ class Capture:
         # 2. parse: every message becomes events, a test event, ignored records or poison
         parsed = self._parse(batch)
         # 3. commit: quarantine first, then the events. A failure here deletes nothing.
+        committing = time.monotonic()
         try:
             if parsed.quarantine:
                 self._quarantine.record(parsed.quarantine, custom_metadata=self._commit_info(len(batch)))
@@ -106,7 +109,10 @@ class Capture:
             # Stop extending them: SQS redelivers the batch once its visibility timeout runs out.
             self.heartbeat.untrack(batch)
             raise
-        # 4. delete what is durably recorded; release poison left for the queue's redrive policy
+        # 4. delete what is durably recorded; release poison left for the queue's redrive policy.
+        # Untrack first: extending a message that is being deleted only earns an invalid-handle error.
+        self.heartbeat.untrack(batch)
+        deleting = time.monotonic()
         outcome = self._queue.delete(parsed.to_delete) if parsed.to_delete else None
         failed = outcome.failed if outcome else {}
         for message_id, reason in failed.items():
@@ -115,8 +121,6 @@ class Capture:
                 message_id,
                 reason,
             )
-        self.heartbeat.untrack(parsed.to_delete)
-        self.heartbeat.untrack(parsed.to_release)
         return CycleResult(
             received=len(batch),
             written=result.written,
@@ -128,6 +132,8 @@ class Capture:
             delete_failed=len(failed),
             table_version=result.version,
             elapsed_seconds=time.monotonic() - started,
+            commit_seconds=deleting - committing,
+            delete_seconds=time.monotonic() - deleting,
         )
 
     def close(self) -> None:
@@ -174,7 +180,8 @@ class Capture:
                 message.receive_count,
                 parsed.poison.reason,
             )
-            (out.to_delete if self._options.poison_action == "delete" else out.to_release).append(message)
+            if self._options.poison_action == "delete":
+                out.to_delete.append(message)  # else: left for the queue's redrive policy (DLQ)
         return out
 
     def _quarantine_record(self, message: Message, reason: str, now: datetime) -> QuarantineRecord:

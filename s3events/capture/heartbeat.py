@@ -84,7 +84,10 @@ class VisibilityHeartbeat:
                 if message.receipt_handle in self._deadlines:
                     self._deadlines[message.receipt_handle] = (message, now + self._timeout)
             self.extensions += len(extended)
+            # A message deleted while this call was in flight fails harmlessly; only warn about the rest.
+            still_held = {m.message_id for m, _ in self._deadlines.values()}
         for message_id, reason in outcome.failed.items():
-            log.warning("could not extend visibility of message %s: %s", message_id, reason)
+            if message_id in still_held:
+                log.warning("could not extend visibility of message %s: %s", message_id, reason)
         log.debug("extended visibility of %d messages by %ds", len(extended), self._timeout)
         return len(extended)

@@ -1,0 +1,61 @@
+"""Small frozen models of the ingest flow: what to read, where a target stands, and one planned batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+EventKind = Literal["created", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """One metadata-table row as ingest sees it: an object event and the metadata version that holds it."""
+
+    bucket: str
+    key: str  # decoded
+    etag: str | None
+    version_id: str | None
+    size: int | None
+    event_time: datetime
+    event_id: str
+    event_kind: EventKind
+    commit_version: int  # the metadata table version whose commit inserted this row
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Checkpoint:
+    """Where a target stands: every routed entry of metadata versions <= `version` is ingested, plus the
+    first `position` routed entries (in plan order) of version `version + 1`.
+
+    `version = -1` means nothing is ingested yet. Stored as two Delta app transactions in the target's
+    own commits, so it can never drift from the data.
+    """
+
+    version: int = -1
+    position: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_files: int = 1000
+    max_bytes: int = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One bounded unit of work for one target; committing it moves the checkpoint from start to end."""
+
+    files: tuple[FileRef, ...]  # created objects to read, in plan order
+    removals: tuple[FileRef, ...]  # removed objects whose rows to delete (only with on.object.removed=delete)
+    start: Checkpoint
+    end: Checkpoint
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size or 0 for f in self.files)
