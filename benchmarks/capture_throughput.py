@@ -41,7 +41,9 @@ def notification(key: str, n: int) -> str:
         "s3": {
             "s3SchemaVersion": "1.0",
             "bucket": {"name": "bench", "arn": "arn:aws:s3:::bench"},
-            "object": {"key": quote_plus(key), "size": 100 + n, "eTag": f"{n:032x}", "sequencer": f"{n:018X}"},
+            "object": {
+                "key": quote_plus(key), "size": 100 + n, "eTag": f"{n:032x}", "sequencer": f"{n:018X}",
+            },
         },
     }  # fmt: skip
     return json.dumps({"Records": [record]})
