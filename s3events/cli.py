@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from s3events import __version__
 from s3events.config import Settings, keys, load_settings
-from s3events.errors import ConfigError, FatalError
+from s3events.errors import CheckpointError, ConfigError, FatalError
 
 log = logging.getLogger("s3events")
 
@@ -52,6 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
     capture = sub.add_parser("capture", help="SQS S3 events → metadata Delta table (deduplicated)")
     _add_config_args(capture)
     _add_mode_args(capture)
+
+    ingest = sub.add_parser("ingest", help="metadata table changes → referenced files → target Delta tables")
+    _add_config_args(ingest)
+    _add_mode_args(ingest)
+    ingest.add_argument(
+        "--target", action="append", default=[], metavar="NAME", help="ingest only this target (repeatable)"
+    )
+    ingest.add_argument(
+        "--checkpoint",
+        type=int,
+        metavar="VERSION",
+        help="treat metadata versions <= VERSION as ingested and start after it (never moves backwards)",
+    )
 
     demo = sub.add_parser("demo", help="run the pipeline end to end on an embedded local S3/SQS endpoint")
     demo.add_argument("--data-dir", default="demo-data", help="where the demo's Delta tables go")
@@ -93,6 +106,27 @@ def run(argv: Sequence[str] | None = None) -> int:
             run_capture(
                 settings, once=args.once, min_interval_seconds=args.min_sync_interval_seconds, stop=stop
             )
+        elif args.command == "ingest":
+            from s3events.adapters.spark import require_java
+            from s3events.ingest.service import run_ingest
+            from s3events.runloop import StopFlag
+
+            settings = _load(args, "ingest")
+            require_java()
+            stop = StopFlag()
+            stop.install_signal_handlers()
+            totals = run_ingest(
+                settings,
+                once=args.once,
+                targets=tuple(args.target),
+                start_at=args.checkpoint,
+                min_interval_seconds=args.min_sync_interval_seconds,
+                stop=stop,
+            )
+            if totals.failed:
+                for target, reason in sorted(totals.failed.items()):
+                    print(f"s3events: target {target} failed: {reason}", file=sys.stderr)
+                return EXIT_FAILURE
         elif args.command == "demo":
             from s3events.demo import run_demo
 
@@ -100,6 +134,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except ConfigError as exc:
         print(f"s3events: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except CheckpointError as exc:
+        print(f"s3events: checkpoint refused: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except FatalError as exc:
         print(f"s3events: fatal: {exc}", file=sys.stderr)

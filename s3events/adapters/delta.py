@@ -41,6 +41,7 @@ def open_or_create(
     schema_version: int,
     storage_options: Mapping[str, str],
     change_data_feed: bool = True,
+    partition_by: list[str] | None = None,
 ) -> DeltaTable:
     """Open the table, creating it on first use; refuse a table written by a newer schema version."""
     table = open_table(path, storage_options)
@@ -56,6 +57,7 @@ def open_or_create(
                 path,
                 schema,
                 mode="error",
+                partition_by=partition_by or None,
                 configuration=configuration,
                 storage_options=dict(storage_options) if is_s3(path) else None,
                 raise_if_key_not_exists=False,  # our own s3events.* table properties

@@ -340,8 +340,8 @@ TARGET_IGNORE_SUBSTRING: Key[tuple[str, ...]] = _target(
 TARGET_GLOB: Key[str | None] = _target(
     "glob",
     type=StrType(),
-    doc="Only objects whose whole key matches this fnmatch-style pattern go to this target, e.g. "
-    "*.json.gz ('*' also matches '/').",
+    doc="Only objects whose whole decoded key matches this glob go to this target, e.g. **/*.json.gz; "
+    "'*' and '?' never match '/', '**' does ('**/' may match no folder), '[...]' is a character class.",
 )
 TARGET_SCHEMA: Key[str | None] = _target(
     "schema",

@@ -1,0 +1,218 @@
+"""The driver commits the Parquet files that executors wrote (parquet_files.WrittenFile) in one Delta commit.
+
+The commit also records the caller's app transactions (Delta `txn` actions: app id -> version), which
+is how a target table carries its own ingest checkpoint: data and checkpoint move together or not at all.
+
+delta-rs behaviour this module is built on (deltalake 1.6, measured):
+- `create_table_with_add_actions` creates a table and adds files (and txns) in the single commit 0,
+  but rejects every configuration key delta-kernel does not know (e.g. our own `s3events.*` table
+  properties: "Error parsing property"). With such keys the table is created empty first
+  (`DeltaTable.create(..., raise_if_key_not_exists=False)`) and the files go in a second commit.
+- `create_write_transaction(mode="append", schema=wider)` does NOT change the table schema: the files
+  are added, the table schema stays as it was, and the new columns are invisible to readers. New
+  nullable columns are therefore added first with `DeltaTable.alter.add_columns` (its own commit, a
+  metadata-only change that is harmless if the data commit then fails), and the data commit follows.
+- Neither call returns the version it wrote, and a DeltaTable object is not refreshed by
+  `create_write_transaction`; delta-rs may also rebase a commit over concurrent ones. The new version
+  is found by a unique `s3events.commitId` written into the commit's commitInfo.
+- delta-rs accepts an app-transaction version lower than the stored one. Checking that a checkpoint
+  does not go backwards is the caller's job (`transaction_versions` reads the stored ones).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Field, Transaction
+from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+
+from s3events.adapters.delta import as_conflict, is_s3, open_table
+from s3events.adapters.parquet_files import WrittenFile
+from s3events.errors import FatalError
+
+log = logging.getLogger(__name__)
+
+COMMIT_ID_KEY = "s3events.commitId"
+
+
+def commit_files(
+    table_uri: str,
+    files: Sequence[WrittenFile],
+    *,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    storage_options: Mapping[str, str],
+    transactions: Mapping[str, int],
+    configuration: Mapping[str, str] | None = None,
+    custom_metadata: Mapping[str, str] | None = None,
+) -> int:
+    """Add `files` and record `transactions` in one commit; create the table when absent. Returns the
+    version that holds the files (an empty `files` still commits, so the transactions move on).
+
+    `schema` is the full table schema including partition columns; `configuration` is only used when
+    the table is created. New nullable top-level columns in `schema` are added to an existing table
+    (schema evolution, see the module docstring); a changed column type, a new non-nullable column or
+    different partition columns raise FatalError. A concurrent conflicting commit raises CommitConflict
+    (retry on fresh state: re-read `transaction_versions` first).
+    """
+    for f in files:
+        if set(f.partition_values) != set(partition_by):
+            raise ValueError(
+                f"{f.path}: partition values {dict(f.partition_values)} do not match {partition_by}"
+            )
+    commit_id = str(uuid.uuid4())
+    properties = CommitProperties(
+        custom_metadata={**(custom_metadata or {}), COMMIT_ID_KEY: commit_id},
+        app_transactions=[Transaction(app_id, version) for app_id, version in transactions.items()],
+    )
+    actions = [
+        AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats) for f in files
+    ]
+    options = dict(storage_options) if is_s3(table_uri) else None
+    try:
+        table = open_table(table_uri, storage_options)
+        if table is None:
+            config = dict(configuration or {})
+            if all(key.startswith("delta.") for key in config):
+                if _create_with_files(table_uri, schema, actions, partition_by, config, options, properties):
+                    return 0
+            else:
+                _create_empty(table_uri, schema, partition_by, config, options)
+            table = open_table(table_uri, storage_options)
+            if table is None:
+                raise FatalError(f"cannot create the Delta table at {table_uri}")
+        _check_partitioning(table, table_uri, partition_by)
+        _add_new_columns(table, table_uri, schema)
+        table.create_write_transaction(
+            list[AddAction | RemoveAction](actions),
+            mode="append",
+            schema=table.schema(),
+            partition_by=list(partition_by) or None,
+            commit_properties=properties,
+        )
+    except CommitFailedError as exc:
+        raise as_conflict(exc) from exc
+    return _version_of(table_uri, storage_options, commit_id)
+
+
+def transaction_versions(
+    table_uri: str, app_ids: Sequence[str], storage_options: Mapping[str, str]
+) -> dict[str, int | None]:
+    """The stored app-transaction version per app id; None for unknown ids or when there is no table."""
+    table = open_table(table_uri, storage_options)
+    return {app_id: table.transaction_version(app_id) if table else None for app_id in app_ids}
+
+
+def _create_with_files(
+    table_uri: str,
+    schema: pa.Schema,
+    actions: list[AddAction],
+    partition_by: Sequence[str],
+    configuration: dict[str, str],
+    options: dict[str, str] | None,
+    properties: CommitProperties,
+) -> bool:
+    """Version 0 with the files and transactions; False when another writer created the table first."""
+    try:
+        create_table_with_add_actions(
+            table_uri,
+            DeltaSchema.from_arrow(schema),
+            actions,
+            mode="error",
+            partition_by=list(partition_by) or None,
+            configuration=configuration or None,
+            storage_options=options,
+            commit_properties=properties,
+        )
+    except (CommitFailedError, DeltaError) as exc:
+        if "already exists" not in str(exc) and not isinstance(exc, CommitFailedError):
+            raise FatalError(f"cannot create the Delta table at {table_uri}: {exc}") from exc
+        log.info("%s was created by another writer meanwhile; appending instead", table_uri)
+        return False
+    return True
+
+
+def _create_empty(
+    table_uri: str,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    configuration: dict[str, str],
+    options: dict[str, str] | None,
+) -> None:
+    try:
+        DeltaTable.create(
+            table_uri,
+            schema,
+            mode="error",
+            partition_by=list(partition_by) or None,
+            configuration=configuration or None,
+            storage_options=options,
+            raise_if_key_not_exists=False,  # our own s3events.* table properties
+            commit_properties=CommitProperties(max_commit_retries=0),
+        )
+    except (CommitFailedError, DeltaError) as exc:
+        if open_table(table_uri, options or {}) is None:
+            raise FatalError(f"cannot create the Delta table at {table_uri}: {exc}") from exc
+        log.info("%s was created by another writer meanwhile; using it", table_uri)
+
+
+def _check_partitioning(table: DeltaTable, table_uri: str, partition_by: Sequence[str]) -> None:
+    existing = list(table.metadata().partition_columns)
+    if existing != list(partition_by):
+        raise FatalError(
+            f"{table_uri} is partitioned by {existing}, but the files are by {list(partition_by)}"
+        )
+
+
+def _add_new_columns(table: DeltaTable, table_uri: str, schema: pa.Schema) -> None:
+    """Add the nullable top-level columns of `schema` that the table lacks (one ALTER commit)."""
+    current = {f.name: f for f in table.schema().fields}
+    wanted = DeltaSchema.from_arrow(schema).fields
+    new: list[Field] = []
+    for f in wanted:
+        have = current.get(f.name)
+        if have is None:
+            if not f.nullable:
+                raise FatalError(f"{table_uri}: new column {f.name!r} must be nullable to be added")
+            new.append(f)
+        elif _type_json(have) != _type_json(f):
+            raise FatalError(
+                f"{table_uri}: column {f.name!r} is {_type_json(have)} in the table "
+                f"but {_type_json(f)} in the new files"
+            )
+    if new:
+        log.info("%s: adding column(s) %s", table_uri, ", ".join(f.name for f in new))
+        table.alter.add_columns(new)
+
+
+def _type_json(f: Field) -> str:
+    return json.dumps(json.loads(f.to_json())["type"], sort_keys=True)
+
+
+def _version_of(table_uri: str, storage_options: Mapping[str, str], commit_id: str) -> int:
+    """The version whose commitInfo carries `commit_id`, searching back from the latest."""
+    limit = 8
+    for _ in range(50):
+        table = open_table(table_uri, storage_options)
+        if table is None:
+            raise FatalError(f"{table_uri} disappeared right after a commit")
+        latest = table.version()
+        history = table.history(limit)
+        expected = min(limit, latest + 1)
+        # history() lists commits up to the newest in the log but numbers them from the version the
+        # table object loaded: if a writer committed in between, there are extra entries. Look again.
+        if len(history) > expected:
+            continue
+        for offset, info in enumerate(history):
+            if info.get(COMMIT_ID_KEY) == commit_id:
+                return latest - offset
+        if len(history) < expected or limit > latest:  # the whole (retained) log was searched
+            break
+        limit *= 4
+    raise FatalError(f"{table_uri}: cannot find commit {commit_id} in the table history")

@@ -1,0 +1,75 @@
+"""Reading the metadata table's change data feed as FileRefs (ingest's input), through delta-rs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from s3events.adapters import delta
+from s3events.adapters.metadata_table import METADATA_SCHEMA_VERSION
+from s3events.errors import FatalError
+from s3events.ingest.model import FileRef
+
+_COLUMNS = ["bucket", "key", "etag", "version_id", "size", "event_time", "event_id", "event_kind"]
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    rows: list[FileRef]
+    latest_version: int  # the metadata version read up to (inclusive)
+
+
+class MetadataFeed:
+    def __init__(self, path: str, *, storage_options: Mapping[str, str]) -> None:
+        self.path = path
+        self._storage_options = storage_options
+        self._table: DeltaTable | None = None
+
+    def latest_version(self) -> int | None:
+        table = self._open()
+        if table is None:
+            return None
+        table.update_incremental()
+        return int(table.version())
+
+    def changes_after(self, version: int, *, up_to: int) -> Changes:
+        """Inserted rows of metadata versions (version, up_to], as FileRefs."""
+        table = self._open()
+        if table is None or up_to <= version:
+            return Changes([], max(up_to, version))
+        try:
+            reader = table.load_cdf(
+                starting_version=version + 1,
+                ending_version=up_to,
+                columns=[*_COLUMNS, "_change_type", "_commit_version"],
+            )
+            changes = pa.RecordBatchReader.from_stream(reader).read_all()
+        except Exception as exc:  # delta-rs raises generic errors for vacuumed or missing versions
+            raise FatalError(
+                f"cannot read changes of the metadata table {self.path} after version {version}: {exc}. "
+                "If old versions were vacuumed, restart the target with --checkpoint at a version "
+                "that still exists (and backfill the gap)"
+            ) from exc
+        rows = [
+            FileRef(
+                bucket=r["bucket"], key=r["key"], etag=r["etag"], version_id=r["version_id"], size=r["size"],
+                event_time=r["event_time"], event_id=r["event_id"], event_kind=r["event_kind"],
+                commit_version=int(r["_commit_version"]),
+            )
+            for r in changes.to_pylist()
+            if r["_change_type"] == "insert"  # the table is insert-only; other kinds would be repairs
+        ]  # fmt: skip
+        return Changes(rows, up_to)
+
+    def _open(self) -> DeltaTable | None:
+        if self._table is None:
+            table = delta.open_table(self.path, self._storage_options)
+            if table is not None:
+                delta.check_schema_version(
+                    table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION
+                )
+            self._table = table
+        return self._table

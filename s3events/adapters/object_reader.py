@@ -1,0 +1,334 @@
+"""Read the S3 objects that events refer to, inside Spark executors: exactly the content the event names.
+
+Every function here is a picklable top-level function over plain data (a FileRef, AwsOptions). Each call
+creates its own boto3 client; nothing here imports pyspark or deltalake.
+
+Exactness: GetObject carries `IfMatch=<etag>` (and `VersionId`), so a later overwrite shows up as 412
+instead of silently feeding us other bytes. A connection that breaks mid-object is resumed with a
+`Range` request under the same `IfMatch`, so the bytes before and after the break belong to one version.
+
+Per-object conditions (deleted, overwritten, access denied, archived, transient errors that outlived the
+retries) are data, not crashes: `read_lines` turns them into one error row, `read_parquet` raises
+ObjectReadError; the caller routes them. Only conditions that no object can get past (no credentials,
+an invalid key) raise FatalError.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import botocore.exceptions
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import urllib3.exceptions
+
+from s3events.adapters import aws
+from s3events.adapters.aws import AwsOptions
+from s3events.adapters.lines import (
+    DEFAULT_CHUNK_BYTES,
+    DEFAULT_MAX_LINE_BYTES,
+    CorruptData,
+    codec_for_key,
+    decompressed_chunks,
+    split_lines,
+)
+from s3events.errors import S3EventsError, TransientError
+from s3events.ingest.model import FileRef
+
+_TS = pa.timestamp("us", tz="UTC")
+LINEAGE_FIELDS = (
+    pa.field("_source_file", pa.string()),
+    pa.field("_source_etag", pa.string()),
+    pa.field("_source_line", pa.int64()),
+    pa.field("_event_time", _TS),
+)
+LINE_SCHEMA = pa.schema([*LINEAGE_FIELDS, pa.field("value", pa.string()), pa.field("_error", pa.string())])
+
+NOT_FOUND = "object not found (404): it was deleted before ingest"
+CHANGED = "object changed since the event (etag mismatch); a later event covers the new content"
+_DENIED = (
+    "access denied (403): the reader may not read this object (IAM or bucket policy, KMS key), or it "
+    "was deleted and the reader lacks s3:ListBucket (S3 then answers 403 instead of 404)"
+)
+_REASONS = {
+    "NoSuchKey": NOT_FOUND,
+    "NoSuchVersion": NOT_FOUND,
+    "404": NOT_FOUND,
+    "PreconditionFailed": CHANGED,
+    "412": CHANGED,
+    "AccessDenied": _DENIED,
+    "403": _DENIED,
+    "InvalidObjectState": "object is archived (InvalidObjectState): restore it before it can be ingested",
+    "NoSuchBucket": "bucket does not exist (404)",
+}
+# Errors about who we are, not about the object: no other object will fare better.
+_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"}
+_STREAM_ERRORS = (botocore.exceptions.BotoCoreError, urllib3.exceptions.HTTPError, OSError)
+IN_MEMORY_PARQUET_BYTES = 64 << 20
+
+
+class ObjectReadError(S3EventsError):
+    """One object cannot be read as the event describes it; other objects are unaffected."""
+
+    def __init__(self, file_uri: str, reason: str) -> None:
+        super().__init__(f"{file_uri}: {reason}")
+        self.file_uri = file_uri
+        self.reason = reason
+
+
+class S3Object:
+    """One object version opened with GetObject: sequential `read()` with resume, and ranged reads."""
+
+    def __init__(self, file: FileRef, options: AwsOptions, *, attempts: int = 5) -> None:
+        self.uri = file.uri
+        self.etag = (file.etag or "").strip('"') or None
+        self.size = 0
+        self._file = file
+        self._version = file.version_id if file.version_id not in (None, "", "null") else None
+        self._attempts = attempts
+        self._s3 = aws.client(options, "s3")  # one client per object: executors share nothing
+        self._body: Any = None
+        self._pos = 0
+        self._closed = False
+        self._retry(self._open)
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to `size` bytes (all the rest when negative); b"" at the end."""
+        return self._retry(self._read_once, size)
+
+    def read_range(self, start: int, length: int) -> bytes:
+        if length <= 0 or start >= self.size:
+            return b""
+        end = min(start + length, self.size) - 1
+        return self._retry(self._read_range_once, start, end)
+
+    @property
+    def closed(self) -> bool:  # for pyarrow.PythonFile
+        return self._closed
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop_body()
+
+    def _drop_body(self) -> None:
+        if self._body is not None:
+            self._body.close()
+            self._body = None
+
+    def _retry(self, step: Any, *args: Any) -> Any:
+        try:
+            return aws.retrying(self._attempts)(step)(*args)
+        except TransientError as exc:
+            raise ObjectReadError(self.uri, f"gave up after {self._attempts} attempts: {exc}") from exc
+
+    def _open(self) -> None:
+        response = self._get(f"bytes={self._pos}-" if self._pos else None)
+        self._body = response["Body"]
+        if self._pos == 0:
+            self.size = int(response.get("ContentLength") or 0)
+            self.etag = self.etag or str(response.get("ETag", "")).strip('"') or None
+
+    def _read_once(self, size: int) -> bytes:
+        if self._pos >= self.size:
+            return b""
+        if self._body is None:
+            self._open()
+        try:
+            data: bytes = self._body.read(size if size >= 0 else None)
+        except _STREAM_ERRORS as exc:
+            self._drop_body()
+            raise TransientError(f"reading {self.uri} at byte {self._pos}: {exc}") from exc
+        if not data and size != 0:
+            self._drop_body()
+            raise TransientError(f"reading {self.uri}: the connection ended at byte {self._pos}")
+        self._pos += len(data)
+        return data
+
+    def _read_range_once(self, start: int, end: int) -> bytes:
+        body = self._get(f"bytes={start}-{end}")["Body"]
+        try:
+            data: bytes = body.read()
+        except _STREAM_ERRORS as exc:
+            raise TransientError(f"reading {self.uri} bytes {start}-{end}: {exc}") from exc
+        finally:
+            body.close()
+        if len(data) != end - start + 1:
+            raise TransientError(f"reading {self.uri}: got {len(data)} bytes of range {start}-{end}")
+        return data
+
+    def _get(self, byte_range: str | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"Bucket": self._file.bucket, "Key": self._file.key}
+        if self.etag:
+            kwargs["IfMatch"] = f'"{self.etag}"'
+        if self._version:
+            kwargs["VersionId"] = self._version
+        if byte_range:
+            kwargs["Range"] = byte_range
+        try:
+            return dict(self._s3.get_object(**kwargs))
+        except botocore.exceptions.ClientError as exc:
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", ""))
+            if code in _REASONS:
+                raise ObjectReadError(self.uri, _REASONS[code]) from exc
+            classified = aws.classify(exc, action=f"reading {self.uri}")
+            if isinstance(classified, TransientError) or code in _CREDENTIAL_CODES:
+                raise classified from exc
+            raise ObjectReadError(self.uri, f"{code}: {error.get('Message', '')}".strip()) from exc
+        except botocore.exceptions.BotoCoreError as exc:
+            raise aws.classify(exc, action=f"reading {self.uri}") from exc
+
+
+def open_object(file: FileRef, options: AwsOptions, *, attempts: int = 5) -> S3Object:
+    """GetObject for exactly the event's version; raises ObjectReadError (per object) or FatalError."""
+    return S3Object(file, options, attempts=attempts)
+
+
+def read_lines(
+    file: FileRef,
+    options: AwsOptions,
+    *,
+    skip_header: bool = False,
+    batch_rows: int = 65536,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    attempts: int = 5,
+) -> Iterator[pa.RecordBatch]:
+    """The object's lines as LINE_SCHEMA batches, streamed and decompressed (.gz/.gzip, .zst/.zstd).
+
+    A file-level problem becomes one row with `_source_line` and `value` null and `_error` set. When the
+    stream breaks after some lines were yielded (corrupt compressed data, the object overwritten while
+    being resumed), that error row follows those lines: callers wanting all-or-nothing per file drop the
+    file's rows when they see a file-level error row for it.
+    """
+    try:
+        obj = open_object(file, options, attempts=attempts)
+    except ObjectReadError as exc:
+        yield _error_batch(file, file.etag, exc.reason)
+        return
+    etag = obj.etag
+    try:
+        chunks = decompressed_chunks(obj, codec_for_key(file.key), chunk_bytes)
+        for block in split_lines(chunks, batch_rows=batch_rows, max_line_bytes=max_line_bytes):
+            values, errors, first = block.values, block.errors, block.first_line
+            if skip_header and first == 1:
+                values, errors, first = values.slice(1), errors.slice(1) if errors else None, 2
+            if len(values):
+                yield _line_batch(file, etag, first, values, errors)
+    except (ObjectReadError, CorruptData) as exc:
+        yield _error_batch(file, etag, exc.reason)
+    finally:
+        obj.close()
+
+
+def read_parquet(
+    file: FileRef,
+    options: AwsOptions,
+    *,
+    batch_rows: int = 65536,
+    in_memory_bytes: int = IN_MEMORY_PARQUET_BYTES,
+    attempts: int = 5,
+) -> Iterator[pa.RecordBatch]:
+    """The Parquet object's batches with lineage columns appended (`_source_line` = 0-based row index).
+
+    Raises ObjectReadError (404, 412, not Parquet, ...). Objects up to `in_memory_bytes` are fetched in
+    one GET; larger ones are read with ranged GETs (footer, then column chunks), all under `IfMatch`.
+    A corrupt row group found after earlier batches were yielded also raises ObjectReadError.
+    """
+    obj = open_object(file, options, attempts=attempts)
+    try:
+        if obj.size <= in_memory_bytes:
+            source: Any = pa.BufferReader(obj.read())
+        else:
+            obj.close()  # ranged reads from here on
+            source = pa.PythonFile(_RangedFile(obj), mode="r")
+        try:
+            parquet = pq.ParquetFile(source)
+        except (pa.ArrowException, OSError) as exc:
+            raise ObjectReadError(file.uri, f"not a readable Parquet file: {exc}") from exc
+        clash = sorted(set(parquet.schema_arrow.names) & {f.name for f in LINEAGE_FIELDS})
+        if clash:
+            raise ObjectReadError(file.uri, f"the file already has lineage column(s) {', '.join(clash)}")
+        batches = parquet.iter_batches(batch_size=batch_rows)
+        row = 0
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError) as exc:
+                raise ObjectReadError(file.uri, f"corrupt Parquet data after row {row}: {exc}") from exc
+            lineage = _lineage(file, obj.etag, row, batch.num_rows)
+            row += batch.num_rows
+            schema = pa.schema([*batch.schema, *LINEAGE_FIELDS])
+            yield pa.RecordBatch.from_arrays([*batch.columns, *lineage], schema=schema)
+    finally:
+        obj.close()
+
+
+class _RangedFile(io.RawIOBase):
+    """A seekable read-only view of an S3Object for pyarrow; every read is one ranged GET."""
+
+    def __init__(self, obj: S3Object) -> None:
+        self._obj = obj
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._obj.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int = -1, /) -> bytes:
+        length = self._obj.size - self._pos if size < 0 else size
+        data = self._obj.read_range(self._pos, length)
+        self._pos += len(data)
+        return data
+
+
+def _event_time(file: FileRef) -> datetime:
+    return file.event_time if file.event_time.tzinfo else file.event_time.replace(tzinfo=UTC)
+
+
+def _lineage(file: FileRef, etag: str | None, first: int | None, n: int) -> list[pa.Array]:
+    if first is None:
+        lines = pa.nulls(n, pa.int64())
+    else:
+        lines = pc.cumulative_sum(
+            pa.repeat(pa.scalar(1, pa.int64()), n), start=pa.scalar(first - 1, pa.int64())
+        )
+    return [
+        pa.repeat(pa.scalar(file.uri, pa.string()), n),
+        pa.repeat(pa.scalar(etag, pa.string()), n),
+        lines,
+        pa.repeat(pa.scalar(_event_time(file), _TS), n),
+    ]
+
+
+def _line_batch(
+    file: FileRef, etag: str | None, first: int, values: pa.Array, errors: pa.Array | None
+) -> pa.RecordBatch:
+    n = len(values)
+    error_column = errors if errors is not None else pa.nulls(n, pa.string())
+    return pa.RecordBatch.from_arrays(
+        [*_lineage(file, etag, first, n), values, error_column], schema=LINE_SCHEMA
+    )
+
+
+def _error_batch(file: FileRef, etag: str | None, reason: str) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [*_lineage(file, etag, None, 1), pa.nulls(1, pa.string()), pa.array([reason], pa.string())],
+        schema=LINE_SCHEMA,
+    )

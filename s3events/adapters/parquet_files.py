@@ -1,0 +1,318 @@
+"""Executors write Parquet data files into a Delta table's directory; the driver commits them.
+
+`write_data_file` runs inside Spark executors (from a `mapInArrow` function): a picklable top-level
+function over plain data that never imports deltalake or pyspark. It returns a WrittenFile, which
+travels back to the driver as one row of WRITTEN_FILE_SCHEMA (`to_row` / `from_row`), where
+`delta_commit.commit_files` turns it into a Delta add action.
+
+Layout and statistics follow what delta-rs itself writes, so its readers skip files by statistics:
+- partition directories are Hive style, `col=<value percent-encoded like urllib.parse.quote(v, safe="")>`,
+  a null (or empty) value is `__HIVE_DEFAULT_PARTITION__`. WrittenFile.path is the file's real path
+  relative to the table root, which is what deltalake's AddAction takes: delta-rs URI-encodes it once
+  more when it writes the log (a '%' in the directory name is '%25' in the JSON), as the protocol wants;
+- statistics hold numRecords, and minValues / maxValues / nullCount for top-level primitive columns
+  (strings cut to 32 characters, timestamps at millisecond precision rounded outwards so the bounds stay
+  bounds, nothing for binary columns or float columns holding NaN); nested columns get nullCount only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from s3events.adapters import aws
+from s3events.adapters.aws import AwsOptions
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+STRING_STATS_PREFIX = 32
+
+WRITTEN_FILE_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("num_records", pa.int64(), nullable=False),
+        pa.field("partition_values", pa.string(), nullable=False),  # JSON object: column -> value|null
+        pa.field("modification_time", pa.int64(), nullable=False),
+        pa.field("stats", pa.string(), nullable=False),
+    ]
+)
+# The same schema for `DataFrame.mapInArrow(fn, WRITTEN_FILE_DDL)`.
+WRITTEN_FILE_DDL = (
+    "path string, size bigint, num_records bigint, partition_values string, modification_time bigint, "
+    "stats string"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    path: str  # the real path relative to the table root (deltalake's AddAction encodes it for the log)
+    size: int
+    num_records: int
+    partition_values: Mapping[str, str | None] = field(default_factory=dict)
+    modification_time: int = 0  # milliseconds since the epoch
+    stats: str = "{}"  # Delta statistics JSON
+
+
+def to_row(f: WrittenFile) -> dict[str, Any]:
+    return {
+        "path": f.path,
+        "size": f.size,
+        "num_records": f.num_records,
+        "partition_values": json.dumps(dict(f.partition_values), sort_keys=True),
+        "modification_time": f.modification_time,
+        "stats": f.stats,
+    }
+
+
+def from_row(row: Mapping[str, Any]) -> WrittenFile:
+    values = row["partition_values"]
+    return WrittenFile(
+        path=str(row["path"]),
+        size=int(row["size"]),
+        num_records=int(row["num_records"]),
+        partition_values=json.loads(values) if isinstance(values, str) else dict(values or {}),
+        modification_time=int(row["modification_time"]),
+        stats=str(row["stats"]),
+    )
+
+
+def written_files_batch(files: Iterable[WrittenFile]) -> pa.RecordBatch:
+    """WrittenFiles as one WRITTEN_FILE_SCHEMA batch: what a mapInArrow function yields."""
+    return pa.RecordBatch.from_pylist([to_row(f) for f in files], schema=WRITTEN_FILE_SCHEMA)
+
+
+def partition_path(partition_values: Mapping[str, str | None]) -> str:
+    """`col=value/...` as delta-rs names partition directories (no trailing slash; '' when none)."""
+    return "/".join(
+        f"{col}={quote(v, safe='') if v else NULL_PARTITION}" for col, v in partition_values.items()
+    )
+
+
+def write_data_file(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    table_uri: str,
+    schema: pa.Schema,
+    options: AwsOptions,
+    partition_values: Mapping[str, str | None] | None = None,
+    compression: str = "snappy",
+) -> WrittenFile | None:
+    """Write one Parquet file `<table>/<partition path>/part-<uuid4>.parquet`; None when no rows came.
+
+    `schema` is the table schema. Partition columns (the keys of `partition_values`) are not stored in
+    the file, as Delta wants; the batches may carry them or not. Batch columns are matched to `schema`
+    by name and cast; columns the batches lack are written as nulls (they must be nullable), columns the
+    schema lacks are an error (ValueError). An empty or null partition value is stored as null (Delta
+    has no empty-string partition values). A failed write removes its partial file (best effort).
+    """
+    values = {col: (v if v else None) for col, v in (partition_values or {}).items()}
+    file_schema = pa.schema([f for f in schema if f.name not in values])
+    filesystem, root = _filesystem(table_uri, options)
+    directory = partition_path(values)
+    relative = f"{directory}/part-{uuid.uuid4()}.parquet" if directory else f"part-{uuid.uuid4()}.parquet"
+    target = f"{root}/{relative}"
+    stats = _Stats(file_schema)
+    sink: Any = None
+    writer: pq.ParquetWriter | None = None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            batch = _conform(batch, file_schema, schema)
+            if writer is None:
+                if isinstance(filesystem, pafs.LocalFileSystem):
+                    filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+                sink = filesystem.open_output_stream(target)
+                writer = pq.ParquetWriter(sink, file_schema, compression=compression)
+            writer.write_batch(batch)
+            stats.update(batch)
+        if writer is None:
+            return None
+        writer.close()
+        size = int(sink.tell())
+        sink.close()
+    except BaseException:
+        _abandon(filesystem, target, writer, sink)
+        raise
+    return WrittenFile(
+        path=relative,
+        size=size,
+        num_records=stats.rows,
+        partition_values=values,
+        modification_time=int(time.time() * 1000),
+        stats=stats.to_json(),
+    )
+
+
+def _filesystem(table_uri: str, options: AwsOptions) -> tuple[pafs.FileSystem, str]:
+    if not table_uri.startswith("s3://"):
+        return pafs.LocalFileSystem(), os.path.abspath(table_uri.removeprefix("file://"))
+    # Region, endpoint and (only when the AWS SDK cannot find them itself) credentials: the same
+    # decision delta-rs gets, from the same boto3 credential chain.
+    resolved = aws.delta_storage_options(options)
+    kwargs: dict[str, Any] = {"region": resolved.get("AWS_REGION")}
+    if options.endpoint_url:
+        endpoint = urlparse(options.endpoint_url)
+        kwargs["endpoint_override"] = endpoint.netloc or endpoint.path
+        kwargs["scheme"] = endpoint.scheme or "https"
+    if "AWS_ACCESS_KEY_ID" in resolved:
+        kwargs["access_key"] = resolved["AWS_ACCESS_KEY_ID"]
+        kwargs["secret_key"] = resolved["AWS_SECRET_ACCESS_KEY"]
+        kwargs["session_token"] = resolved.get("AWS_SESSION_TOKEN")
+    return pafs.S3FileSystem(**kwargs), table_uri.removeprefix("s3://").rstrip("/")
+
+
+def _abandon(filesystem: pafs.FileSystem, target: str, writer: Any, sink: Any) -> None:
+    """Best effort after a failure: an unreferenced file is harmless (vacuum removes it) but untidy."""
+    # Already failing: the original error is what matters, so cleanup errors are dropped.
+    for closeable in (writer, sink):
+        with contextlib.suppress(Exception):
+            if closeable is not None:
+                closeable.close()
+    with contextlib.suppress(Exception):
+        if sink is not None:
+            filesystem.delete_file(target)
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema, table_schema: pa.Schema) -> pa.RecordBatch:
+    if batch.schema.equals(schema):
+        return batch
+    unknown = sorted(set(batch.schema.names) - set(table_schema.names))
+    if unknown:  # dropping them silently would lose data without a trace
+        raise ValueError(f"the batch has column(s) {', '.join(unknown)} that the table schema lacks")
+    columns = []
+    for f in schema:
+        index = batch.schema.get_field_index(f.name)
+        if index < 0:
+            if not f.nullable:
+                raise ValueError(f"the batch has no column {f.name!r}, which is not nullable")
+            columns.append(pa.nulls(batch.num_rows, f.type))
+        else:
+            column = batch.column(index)
+            columns.append(column if column.type == f.type else column.cast(f.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class _Stats:
+    """Delta file statistics accumulated over the batches of one file."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows = 0
+        self.nulls: dict[str, Any] = {}
+        self.mins: dict[str, Any] = {}
+        self.maxs: dict[str, Any] = {}
+        self.no_bounds: set[str] = set()
+
+    def update(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        for f, column in zip(self.schema, batch.columns, strict=True):
+            self.nulls[f.name] = _add_nulls(self.nulls.get(f.name), column)
+            if f.name in self.no_bounds or not _has_bounds(f.type):
+                continue
+            if pa.types.is_floating(f.type) and pc.any(pc.is_nan(column)).as_py():
+                self.no_bounds.add(f.name)
+                continue
+            if pa.types.is_timestamp(f.type):  # compare raw ticks: no precision lost to datetime
+                column = column.view(pa.int64())
+            low, high = pc.min_max(column).values()
+            if low.is_valid:
+                self.mins[f.name] = min(self.mins.get(f.name, low.as_py()), low.as_py())
+                self.maxs[f.name] = max(self.maxs.get(f.name, high.as_py()), high.as_py())
+
+    def to_json(self) -> str:
+        mins, maxs = {}, {}
+        for f in self.schema:
+            if f.name in self.mins and f.name not in self.no_bounds:
+                low, high = (
+                    _stat_value(self.mins[f.name], f.type, "min"),
+                    _stat_value(self.maxs[f.name], f.type, "max"),
+                )
+                if low is not None and high is not None:
+                    mins[f.name], maxs[f.name] = low, high
+        return json.dumps(
+            {"numRecords": self.rows, "minValues": mins, "maxValues": maxs, "nullCount": self.nulls},
+            separators=(",", ":"),
+            allow_nan=False,
+        )
+
+
+def _has_bounds(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def _add_nulls(current: Any, column: pa.Array) -> Any:
+    if pa.types.is_struct(column.type):
+        current = current or {}
+        children = column.flatten()  # child validity combined with the struct's own
+        for child_field, child in zip(column.type, children, strict=True):
+            current[child_field.name] = _add_nulls(current.get(child_field.name), child)
+        return current
+    return (current or 0) + column.null_count
+
+
+def _stat_value(value: Any, t: pa.DataType, side: str) -> Any:
+    """A min or max as Delta's statistics JSON holds it; None when no safe bound can be written."""
+    if pa.types.is_timestamp(t):
+        return _timestamp_bound(value, t, side)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value) if t.precision <= 15 else None  # exact in a JSON double up to 15 digits
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str) and len(value) > STRING_STATS_PREFIX:
+        return value[:STRING_STATS_PREFIX] if side == "min" else _string_upper_bound(value)
+    return value
+
+
+_TICKS_PER_MS = {"s": 0, "ms": 1, "us": 1000, "ns": 1_000_000}
+
+
+def _timestamp_bound(ticks: int, t: pa.TimestampType, side: str) -> str:
+    """Milliseconds, as Delta writes them, rounded down for a min and up for a max."""
+    per_ms = _TICKS_PER_MS[t.unit]
+    if per_ms == 0:  # seconds
+        return _format_millis(ticks * 1000, t)
+    return _format_millis(ticks // per_ms if side == "min" else -(-ticks // per_ms), t)
+
+
+def _format_millis(millis: int, t: pa.TimestampType) -> str:
+    text = (datetime(1970, 1, 1) + timedelta(milliseconds=millis)).isoformat(timespec="milliseconds")
+    return f"{text}Z" if t.tz is not None else text
+
+
+def _string_upper_bound(value: str) -> str | None:
+    """A string of at most 32 characters that is greater than every string starting like `value`."""
+    prefix = value[:STRING_STATS_PREFIX]
+    for i in range(len(prefix) - 1, -1, -1):
+        code = ord(prefix[i]) + 1
+        if 0xD800 <= code <= 0xDFFF:
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return prefix[:i] + chr(code)
+    return None

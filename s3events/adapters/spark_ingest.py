@@ -1,0 +1,419 @@
+"""The data-parallel half of an ingest batch, on Spark: read the files, parse, split good from bad, and
+write Parquet on the executors. The driver then commits what the executors wrote (delta-rs).
+
+Executors reach S3 through boto3 (object_reader) because Spark here has no S3A; they never touch delta-rs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from s3events.adapters.aws import AwsOptions
+from s3events.adapters.object_reader import LINE_SCHEMA, ObjectReadError, read_lines, read_parquet
+from s3events.adapters.parquet_files import (
+    WRITTEN_FILE_DDL,
+    WrittenFile,
+    from_row,
+    write_data_file,
+    written_files_batch,
+)
+from s3events.ingest.model import Batch, FileRef
+from s3events.ingest.target import TargetSpec
+
+LINEAGE = ["_source_file", "_source_etag", "_source_line", "_event_time"]
+INGESTED_AT = "_ingested_at"
+CORRUPT = "_corrupt_record"
+_TS = pa.timestamp("us", tz="UTC")
+
+ERROR_SCHEMA = pa.schema(
+    [
+        pa.field("_source_file", pa.string()),
+        pa.field("_source_etag", pa.string()),
+        pa.field("_source_line", pa.int64()),  # null for a whole-file problem
+        pa.field("raw", pa.string()),  # the line as read (null for a whole-file problem)
+        pa.field("error", pa.string(), nullable=False),
+        pa.field("_event_time", _TS),
+        pa.field(INGESTED_AT, _TS),
+    ]
+)
+_FILE_DDL = (
+    "bucket string, key string, etag string, version_id string, size bigint, event_time timestamp, "
+    "event_id string, event_kind string, commit_version bigint"
+)
+_TARGET_FILE_BYTES = 256 << 20  # aim for output files of about this size
+
+
+@dataclass
+class BatchOutput:
+    schema: pa.Schema  # the target's full schema after this batch (data + lineage + partition columns)
+    errors: pa.Table  # ERROR_SCHEMA rows
+    rows: int = 0
+    files: list[WrittenFile] = field(default_factory=list)  # append mode: data files the executors wrote
+    merge_rows: pa.Table | None = None  # merge mode: the batch's latest row per record key
+    failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
+
+
+def run_batch(
+    spark: SparkSession,
+    batch: Batch,
+    target: TargetSpec,
+    *,
+    existing_schema: pa.Schema | None,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> BatchOutput:
+    files = _files_frame(spark, batch.files)
+    if target.format == "parquet":
+        good, bad = _read_parquet(spark, files, aws, existing_schema)
+    else:
+        lines = files.mapInArrow(
+            partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA)
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        good, bad = _parse_lines(spark, lines, target, existing_schema)
+    try:
+        good = _with_key_partitions(good, target.partition_by)
+        good = good.withColumn(INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
+        good = _align(good, existing_schema)
+        schema = _arrow_schema(good.schema)
+        errors = (
+            bad.withColumn(INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
+            .select(*[f.name for f in ERROR_SCHEMA])
+            .toArrow()
+        )
+        errors = errors.cast(ERROR_SCHEMA)
+        failed = {
+            r["_source_file"]: r["error"]
+            for r in errors.filter(pc.is_null(errors["_source_line"]))
+            .select(["_source_file", "error"])
+            .to_pylist()
+        }
+        out = BatchOutput(schema=schema, errors=errors, failed_files=failed)
+        if target.mode == "merge":
+            latest = _latest_per_key(good, target)
+            out.merge_rows = latest.toArrow().cast(schema)
+            out.rows = out.merge_rows.num_rows
+        else:
+            out.files = _write(good, target, schema, aws, batch.total_bytes)
+            out.rows = sum(f.num_records for f in out.files)
+        return out
+    finally:
+        if target.format != "parquet":
+            lines.unpersist()
+
+
+def _files_frame(spark: SparkSession, files: tuple[FileRef, ...]) -> DataFrame:
+    rows = [
+        (
+            f.bucket,
+            f.key,
+            f.etag,
+            f.version_id,
+            f.size,
+            f.event_time,
+            f.event_id,
+            f.event_kind,
+            f.commit_version,
+        )
+        for f in files
+    ]
+    slices = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4))
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, slices), _FILE_DDL)
+
+
+def _file_refs(batches: Iterator[pa.RecordBatch]) -> Iterator[FileRef]:
+    for record_batch in batches:
+        for row in record_batch.to_pylist():
+            yield FileRef(**row)
+
+
+def _read_lines_partition(batches: Iterator[pa.RecordBatch], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
+    for ref in _file_refs(batches):
+        yield from read_lines(ref, aws)
+
+
+# -- text formats -------------------------------------------------------------------------------------
+
+
+def _parse_lines(
+    spark: SparkSession, lines: DataFrame, target: TargetSpec, existing: pa.Schema | None
+) -> tuple[DataFrame, DataFrame]:
+    options = dict(target.reader_options or {})
+    read_errors = lines.where(F.col("_error").isNotNull()).select(
+        *LINEAGE, F.col("value").alias("raw"), F.col("_error").alias("error")
+    )
+    # All or nothing per file: a file that broke mid-stream (corrupt gzip, ...) contributes no rows.
+    broken = lines.where(F.col("_error").isNotNull() & F.col("_source_line").isNull()).select("_source_file")
+    ok = lines.where(F.col("_error").isNull()).join(
+        F.broadcast(broken.distinct()), "_source_file", "left_anti"
+    )
+    if target.format == "text":
+        return ok.select(*LINEAGE, "value"), read_errors
+    # Blank lines carry no record in JSON lines or CSV: skipped, not errors.
+    ok = ok.where(F.trim(F.col("value")) != "")
+    if target.format == "csv":
+        header = options.pop("header", "true").lower() == "true"
+        if header:
+            headers = ok.where(F.col("_source_line") == 1)
+            ok = ok.where(F.col("_source_line") != 1)
+        schema = _csv_schema(spark, target, headers if header else None, ok, options, existing)
+        parsed = ok.withColumn("p", F.from_csv("value", _ddl(_with_corrupt(schema)), _permissive(options)))
+        invalid_reason: Column = F.lit(f"does not match the CSV schema {_ddl(schema)}")
+    else:
+        schema = _json_schema(spark, target, ok, options, existing)
+        parsed = ok.withColumn("p", F.from_json("value", _with_corrupt(schema), _permissive(options)))
+        invalid_reason = (
+            F.when(F.get_json_object("value", "$").isNull(), F.lit("not valid JSON"))
+            .when(~F.trim("value").startswith("{"), F.lit("not a JSON object"))
+            .otherwise(F.lit(f"does not match the target schema {_ddl(schema)} (type conflict)"))
+        )
+    is_bad = F.col("p").isNull() | F.col(f"p.{CORRUPT}").isNotNull()
+    bad = parsed.where(is_bad).select(*LINEAGE, F.col("value").alias("raw"), invalid_reason.alias("error"))
+    good = parsed.where(~is_bad).select(*LINEAGE, *[F.col(f"p.`{f.name}`").alias(f.name) for f in schema])
+    return good, read_errors.unionByName(bad)
+
+
+def _permissive(options: dict[str, str]) -> dict[str, str]:
+    return {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+
+
+def _with_corrupt(schema: T.StructType) -> T.StructType:
+    return T.StructType([*schema.fields, T.StructField(CORRUPT, T.StringType())])
+
+
+def _ddl(schema: T.StructType) -> str:
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+
+
+def _declared(target: TargetSpec) -> T.StructType | None:
+    if not target.schema_ddl:
+        return None
+    parsed = T.StructType.fromDDL(target.schema_ddl)
+    return parsed if isinstance(parsed, T.StructType) else T.StructType([T.StructField("value", parsed)])
+
+
+def _json_schema(
+    spark: SparkSession,
+    target: TargetSpec,
+    ok: DataFrame,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+) -> T.StructType:
+    declared = _declared(target)
+    if declared is not None:
+        return declared
+    inferred = spark.read.options(**options).json(ok.select("value").rdd.map(lambda row: row[0])).schema
+    return _evolve(existing, inferred)
+
+
+def _csv_schema(
+    spark: SparkSession,
+    target: TargetSpec,
+    headers: DataFrame | None,
+    ok: DataFrame,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+) -> T.StructType:
+    declared = _declared(target)
+    if declared is not None:
+        return declared
+    if headers is None:
+        raise ValueError(
+            f"target {target.name}: csv without a header needs s3events.ingest.target.<name>.schema"
+        )
+    first = headers.select("value").limit(1).collect()
+    if not first:
+        return _evolve(existing, T.StructType([]))
+    sample = spark.sparkContext.parallelize([first[0][0]]).union(
+        ok.select("value").rdd.map(lambda row: row[0])
+    )
+    inferred = (
+        spark.read.options(**options).option("header", True).option("inferSchema", True).csv(sample).schema
+    )
+    return _evolve(existing, inferred)
+
+
+def _evolve(existing: pa.Schema | None, inferred: T.StructType) -> T.StructType:
+    """Existing columns keep their type (a conflicting value becomes an error row); new ones are added."""
+    skip = {*LINEAGE, INGESTED_AT}
+    fields = [f for f in inferred.fields if f.name != CORRUPT and f.name not in skip]
+    if existing is None:
+        return T.StructType(fields)
+    known = from_arrow_schema(existing)
+    kept = [f for f in known.fields if f.name not in skip]
+    names = {f.name for f in kept} | skip
+    return T.StructType(
+        kept + [T.StructField(f.name, f.dataType, True) for f in fields if f.name not in names]
+    )
+
+
+# -- parquet ------------------------------------------------------------------------------------------
+
+
+def _read_parquet(
+    spark: SparkSession, files: DataFrame, aws: AwsOptions, existing: pa.Schema | None
+) -> tuple[DataFrame, DataFrame]:
+    probed = files.mapInArrow(
+        partial(_parquet_schema_partition, aws=aws), "uri string, etag string, schema binary, error string"
+    )
+    rows = probed.collect()
+    schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"] is not None]
+    errors = [(r["uri"], r["etag"], r["error"]) for r in rows if r["error"] is not None]
+    unified = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
+    data_schema = _evolve(existing, from_arrow_schema(unified))
+    read_schema = pa.schema(
+        [
+            *[pa.field(n, LINE_SCHEMA.field(n).type) for n in LINEAGE],
+            *to_arrow_schema(data_schema, timezone="UTC"),
+        ]
+    )
+    good = files.mapInArrow(
+        partial(_read_parquet_partition, aws=aws, schema=read_schema), from_arrow_schema(read_schema)
+    )
+    bad = spark.createDataFrame(
+        [(uri, etag, None, None, error, None) for uri, etag, error in errors],
+        "_source_file string, _source_etag string, _source_line bigint, raw string, error string, "
+        "_event_time timestamp",
+    )
+    return good, bad
+
+
+def _parquet_schema_partition(
+    batches: Iterator[pa.RecordBatch], *, aws: AwsOptions
+) -> Iterator[pa.RecordBatch]:
+    out: list[dict[str, Any]] = []
+    for ref in _file_refs(batches):
+        try:
+            first = next(read_parquet(ref, aws, batch_rows=1), None)
+            schema = first.schema if first is not None else None
+            payload = schema.serialize().to_pybytes() if schema is not None else None
+            out.append({"uri": ref.uri, "etag": ref.etag, "schema": payload, "error": None})
+        except ObjectReadError as exc:
+            out.append({"uri": ref.uri, "etag": ref.etag, "schema": None, "error": exc.reason})
+    yield pa.RecordBatch.from_pylist(
+        out,
+        schema=pa.schema(
+            [("uri", pa.string()), ("etag", pa.string()), ("schema", pa.binary()), ("error", pa.string())]
+        ),
+    )
+
+
+def _read_parquet_partition(
+    batches: Iterator[pa.RecordBatch], *, aws: AwsOptions, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    for ref in _file_refs(batches):
+        try:
+            for record_batch in read_parquet(ref, aws):
+                columns = [
+                    record_batch.column(f.name).cast(f.type, safe=False)
+                    if f.name in record_batch.schema.names
+                    else pa.nulls(record_batch.num_rows, f.type)
+                    for f in schema
+                ]
+                yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        except ObjectReadError:
+            continue  # recorded by the schema probe
+
+
+# -- shaping and writing --------------------------------------------------------------------------------
+
+
+def _with_key_partitions(df: DataFrame, partition_by: tuple[str, ...]) -> DataFrame:
+    """Partition columns absent from the records are parsed from the key path (`.../dt=2026-11-22/...`)."""
+    for name in partition_by:
+        if name not in df.columns:
+            pattern = rf"(?:^|/){re.escape(name)}=([^/]+)/"
+            value = F.regexp_extract("_source_file", pattern, 1)
+            df = df.withColumn(name, F.when(value == "", F.lit(None)).otherwise(value))
+    return df
+
+
+def _align(df: DataFrame, existing: pa.Schema | None) -> DataFrame:
+    """Existing columns first, in table order (absent ones as typed nulls), then new ones."""
+    if existing is None:
+        return df
+    known = from_arrow_schema(existing)
+    columns = [
+        F.col(f"`{f.name}`") if f.name in df.columns else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in known.fields
+    ]
+    extra = [F.col(f"`{c}`") for c in df.columns if c not in existing.names]
+    return df.select(*columns, *extra)
+
+
+def _arrow_schema(schema: T.StructType) -> pa.Schema:
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    return pa.schema([f.with_nullable(True) for f in arrow])
+
+
+def _latest_per_key(df: DataFrame, target: TargetSpec) -> DataFrame:
+    from pyspark.sql.window import Window
+
+    order = [F.col("_event_time").desc(), F.col("_source_file").desc(), F.col("_source_line").desc()]
+    if target.ordering_field:
+        order.insert(0, F.col(f"`{target.ordering_field}`").desc_nulls_last())
+    window = Window.partitionBy(*[F.col(f"`{k}`") for k in target.record_key]).orderBy(*order)
+    return df.withColumn("_rank", F.row_number().over(window)).where(F.col("_rank") == 1).drop("_rank")
+
+
+def _write(
+    df: DataFrame, target: TargetSpec, schema: pa.Schema, aws: AwsOptions, total_bytes: int
+) -> list[WrittenFile]:
+    if target.partition_by:
+        df = df.repartition(*[F.col(f"`{p}`") for p in target.partition_by])
+    else:
+        df = df.coalesce(max(1, math.ceil(total_bytes / _TARGET_FILE_BYTES)))
+    written = df.mapInArrow(
+        partial(
+            _write_partition, table_uri=target.path, schema=schema, aws=aws, partition_by=target.partition_by
+        ),
+        WRITTEN_FILE_DDL,
+    ).collect()
+    return [from_row(row.asDict()) for row in written]
+
+
+def _write_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    table_uri: str,
+    schema: pa.Schema,
+    aws: AwsOptions,
+    partition_by: tuple[str, ...],
+) -> Iterator[pa.RecordBatch]:
+    table = pa.Table.from_batches(list(batches))
+    if table.num_rows == 0:
+        return
+    groups: list[tuple[dict[str, str | None], pa.Table]] = []
+    if partition_by:
+        keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
+        for values in keys:
+            mask = None
+            for column, value in values.items():
+                cond = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
+                mask = cond if mask is None else pc.and_(mask, cond)
+            part = {k: None if v is None else str(v) for k, v in values.items()}
+            groups.append((part, table.filter(mask)))
+    else:
+        groups.append(({}, table))
+    files = []
+    for values, part in groups:
+        written = write_data_file(
+            part.to_batches(), table_uri=table_uri, schema=schema, options=aws, partition_values=values
+        )
+        if written is not None:
+            files.append(written)
+    if files:
+        yield written_files_batch(files)

@@ -1,0 +1,156 @@
+"""A target Delta table and its error table, through delta-rs: checkpoint, schema, and the commits that
+carry data and checkpoint together."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import pyarrow as pa
+from deltalake import CommitProperties, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError
+
+from s3events.adapters import delta
+from s3events.adapters.delta_commit import commit_files, transaction_versions
+from s3events.adapters.parquet_files import WrittenFile
+from s3events.errors import CheckpointError
+from s3events.ingest.checkpoint import app_ids, from_transactions, to_transactions
+from s3events.ingest.model import Checkpoint
+from s3events.ingest.plan import ensure_forward
+
+log = logging.getLogger(__name__)
+
+TARGET_SCHEMA_VERSION = 1
+_CONFIGURATION = {"s3events.schema.version": str(TARGET_SCHEMA_VERSION)}
+
+
+class TargetTable:
+    def __init__(self, path: str, app_id: str, *, storage_options: Mapping[str, str], kind: str = "target"):
+        self.path = path
+        self.app_id = app_id
+        self._storage_options = dict(storage_options)
+        self._kind = kind
+
+    def checkpoint(self) -> Checkpoint | None:
+        return from_transactions(
+            self.app_id, transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
+        )
+
+    def schema(self) -> pa.Schema | None:
+        table = delta.open_table(self.path, self._storage_options)
+        return None if table is None else pa.schema(table.schema())
+
+    def commit_append(
+        self,
+        files: list[WrittenFile],
+        *,
+        schema: pa.Schema,
+        partition_by: tuple[str, ...],
+        start: Checkpoint,
+        end: Checkpoint,
+    ) -> int:
+        """Add the executors' files and move the checkpoint start → end, in one commit."""
+        self._guard(start, end)
+        return commit_files(
+            self.path,
+            files,
+            schema=schema,
+            partition_by=list(partition_by),
+            storage_options=self._storage_options,
+            transactions=to_transactions(self.app_id, end),
+            configuration={**_CONFIGURATION, "delta.enableChangeDataFeed": "true"},
+            custom_metadata={
+                "s3events.writer": "ingest",
+                "s3events.checkpoint": f"{end.version}:{end.position}",
+            },
+        )
+
+    def commit_merge(
+        self,
+        rows: pa.Table,
+        *,
+        record_key: tuple[str, ...],
+        ordering_field: str | None,
+        partition_by: tuple[str, ...],
+        start: Checkpoint,
+        end: Checkpoint,
+    ) -> int:
+        """Upsert the batch's latest row per key (the later ordering value wins) with the checkpoint."""
+        self._guard(start, end)
+        properties = self._commit_properties(end)
+        table = delta.open_or_create(
+            self.path, rows.schema, kind="target", schema_version=TARGET_SCHEMA_VERSION,
+            storage_options=self._storage_options, partition_by=list(partition_by),
+        )  # fmt: skip
+        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in record_key)
+        merger = table.merge(
+            rows, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True,
+            commit_properties=properties,
+        )  # fmt: skip
+        update_when = f"s.`{ordering_field}` >= t.`{ordering_field}`" if ordering_field else None
+        try:
+            metrics = (
+                merger.when_matched_update_all(predicate=update_when).when_not_matched_insert_all().execute()
+            )
+        except CommitFailedError as exc:
+            raise delta.as_conflict(exc) from exc
+        if not (metrics.get("num_target_rows_inserted") or metrics.get("num_target_rows_updated")):
+            # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
+            return commit_files(
+                self.path, [], schema=pa.schema(table.schema()), partition_by=list(partition_by),
+                storage_options=self._storage_options, transactions=to_transactions(self.app_id, end),
+            )  # fmt: skip
+        return int(table.version())
+
+    def _guard(self, start: Checkpoint, end: Checkpoint) -> None:
+        stored = self.checkpoint()
+        if stored is not None:
+            ensure_forward(stored, end)
+            if stored != start:
+                raise CheckpointError(
+                    f"{self.path}: the stored checkpoint moved to version {stored.version} position "
+                    f"{stored.position} while this batch ran from version {start.version} position "
+                    f"{start.position}: another ingest process is writing this target; batch abandoned"
+                )
+
+    def _commit_properties(self, end: Checkpoint) -> CommitProperties:
+        return CommitProperties(
+            app_transactions=[
+                Transaction(app, version) for app, version in to_transactions(self.app_id, end).items()
+            ],
+            custom_metadata={
+                "s3events.writer": "ingest",
+                "s3events.checkpoint": f"{end.version}:{end.position}",
+            },
+        )
+
+
+class ErrorTable:
+    """Bad lines and unreadable files of one target; written before the target commit of the same batch,
+    and skipped on replay (its own copy of the checkpoint says the batch is already recorded)."""
+
+    def __init__(self, path: str, app_id: str, *, storage_options: Mapping[str, str]):
+        self.path = path
+        self.app_id = app_id
+        self._storage_options = dict(storage_options)
+
+    def record(self, errors: pa.Table, *, end: Checkpoint) -> int:
+        if errors.num_rows == 0:
+            return 0
+        stored = from_transactions(
+            self.app_id, transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
+        )
+        if stored is not None and stored >= end:
+            log.info("error rows of this batch are already in %s (replay); not written again", self.path)
+            return 0
+        properties = CommitProperties(
+            app_transactions=[
+                Transaction(app, version) for app, version in to_transactions(self.app_id, end).items()
+            ],
+            custom_metadata={"s3events.writer": "ingest-errors"},
+        )
+        table = delta.open_or_create(
+            self.path, errors.schema, kind="errors", schema_version=1, storage_options=self._storage_options
+        )
+        write_deltalake(table, errors, mode="append", commit_properties=properties)
+        return errors.num_rows

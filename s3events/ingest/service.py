@@ -1,0 +1,259 @@
+"""Ingest, per target and per batch, as numbered steps: 1 plan → 2 read (Spark) → 3 write + checkpoint.
+
+The checkpoint is a Delta app transaction inside the same commit as the batch's data, so a kill at any
+instant either leaves the batch invisible (it is redone from the same checkpoint) or finds it committed
+together with its checkpoint (it is not redone). Every line lands exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from s3events.adapters import aws
+from s3events.adapters.metadata_feed import Changes, MetadataFeed
+from s3events.adapters.target_table import ErrorTable, TargetTable
+from s3events.config import Settings, keys
+from s3events.errors import FatalError, S3EventsError
+from s3events.ingest.model import Batch, Checkpoint
+from s3events.ingest.plan import caught_up_to, ensure_forward, plan
+from s3events.ingest.target import TargetSpec, target_specs
+from s3events.runloop import StopFlag, run_loop
+
+log = logging.getLogger(__name__)
+
+
+class TargetFailed(S3EventsError):
+    """One target's batch failed; the other targets go on."""
+
+
+@dataclass(slots=True)
+class BatchResult:
+    target: str
+    files: int
+    rows: int
+    errors: int
+    start: Checkpoint
+    end: Checkpoint
+    version: int
+    seconds: float
+
+    def log_line(self) -> str:
+        return (
+            f"ingest batch: target={self.target} files={self.files} rows={self.rows} errors={self.errors} "
+            f"checkpoint={self.start.version}:{self.start.position}->{self.end.version}:{self.end.position} "
+            f"table_version={self.version} elapsed={self.seconds:.2f}s"
+        )
+
+
+@dataclass(slots=True)
+class CycleResult:
+    batches: list[BatchResult] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def idle(self) -> bool:
+        return not self.batches
+
+
+class _TargetState:
+    def __init__(self, spec: TargetSpec, table: TargetTable, errors: ErrorTable) -> None:
+        self.spec = spec
+        self.table = table
+        self.errors = errors
+        self.cursor: Checkpoint | None = None  # in memory: scanned-through point past unrouted versions
+        self.caught_up_logged = False
+
+
+class Ingest:
+    """The ingest stage for a set of targets. `run_once()` runs at most one batch per target."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        targets: tuple[str, ...] = (),
+        start_at: int | None = None,
+        spark: Any = None,
+    ) -> None:
+        options = aws.AwsOptions(
+            region=settings.get(keys.AWS_REGION), endpoint_url=settings.get(keys.AWS_ENDPOINT_URL)
+        )
+        self._aws = options
+        storage = aws.delta_storage_options(options)
+        self._feed = MetadataFeed(settings.require(keys.METADATA_TABLE_PATH), storage_options=storage)
+        self._strategy = settings.get(keys.INGEST_MISSING_CHECKPOINT_STRATEGY)
+        self._targets = [
+            _TargetState(
+                spec,
+                TargetTable(spec.path, spec.app_id, storage_options=storage),
+                ErrorTable(spec.error_table_path, spec.app_id, storage_options=storage),
+            )
+            for spec in target_specs(settings, targets)
+        ]
+        if start_at is not None:
+            explicit = Checkpoint(start_at, 0)
+            for state in self._targets:
+                stored = state.table.checkpoint()
+                if stored is not None:
+                    ensure_forward(stored, explicit)  # --checkpoint never moves a target backwards
+                state.cursor = explicit
+        self._spark = spark
+        self._spark_master = settings.get(keys.SPARK_MASTER)
+        self.up_to: int | None = None  # --once: the metadata version present at start
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            from s3events.adapters.spark import get_spark
+
+            self._spark = get_spark(master=self._spark_master, app_name="s3events-ingest")
+        return self._spark
+
+    def run_once(self) -> CycleResult:
+        result = CycleResult()
+        latest = self._feed.latest_version()
+        if latest is None:
+            log.info("the metadata table %s does not exist yet; nothing to ingest", self._feed.path)
+            return result
+        if self.up_to is not None:
+            latest = min(latest, self.up_to)
+        positions = {s.spec.name: self._position(s, latest) for s in self._targets}
+        # One read of the change feed serves every target.
+        low = min((p.version for p in positions.values()), default=latest)
+        changes = self._feed.changes_after(low, up_to=latest)
+        for state in self._targets:
+            name = state.spec.name
+            try:
+                outcome = self._run_target(state, positions[name], changes)
+            except FatalError:
+                raise
+            except Exception as exc:  # one failing target does not stop the others
+                log.exception("target %s: batch failed; other targets go on", name)
+                result.failed[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            if outcome is not None:
+                log.info(outcome.log_line())
+                result.batches.append(outcome)
+        return result
+
+    def _position(self, state: _TargetState, latest: int) -> Checkpoint:
+        stored = state.table.checkpoint()
+        if state.cursor is not None and (stored is None or state.cursor > stored):
+            return state.cursor
+        if stored is not None:
+            return stored
+        start = Checkpoint(-1, 0) if self._strategy == "earliest" else Checkpoint(latest, 0)
+        log.info(
+            "target %s has no checkpoint; starting at %s (strategy %s)",
+            state.spec.name,
+            start,
+            self._strategy,
+        )
+        state.cursor = start
+        return start
+
+    def _run_target(self, state: _TargetState, start: Checkpoint, changes: Changes) -> BatchResult | None:
+        spec = state.spec
+        rows = [r for r in changes.rows if r.commit_version > start.version]
+        include_removals = spec.on_object_removed == "delete"
+        # 1. plan: a bounded batch after the checkpoint (pure)
+        batch = plan(start, rows, route=spec.route, limits=spec.limits, include_removals=include_removals,
+                     latest_version=changes.latest_version)  # fmt: skip
+        if batch is None:
+            state.cursor = caught_up_to(start, rows, route=spec.route, include_removals=include_removals,
+                                        latest_version=changes.latest_version)  # fmt: skip
+            if not state.caught_up_logged:
+                log.info("target %s is caught up at metadata version %d", spec.name, state.cursor.version)
+                state.caught_up_logged = True
+            return None
+        state.caught_up_logged = False
+        result = self._run_batch(state, batch)
+        state.cursor = batch.end
+        return result
+
+    def _run_batch(self, state: _TargetState, batch: Batch) -> BatchResult:
+        from s3events.adapters.spark_ingest import run_batch
+
+        spec = state.spec
+        started = time.monotonic()
+        if batch.removals:
+            raise TargetFailed(f"target {spec.name}: on.object.removed=delete is not supported yet")
+        # 2. read and parse on Spark; executors write Parquet files (invisible until committed)
+        output = run_batch(
+            self.spark, batch, spec, existing_schema=state.table.schema(), aws=self._aws,
+            ingested_at=datetime.now(UTC),
+        )  # fmt: skip
+        if output.failed_files and spec.on_missing_object == "fail":
+            uri, reason = next(iter(output.failed_files.items()))
+            raise TargetFailed(f"target {spec.name}: {uri}: {reason} (on.missing.object=fail)")
+        for uri, reason in output.failed_files.items():
+            log.warning("target %s: skipped %s: %s", spec.name, uri, reason)
+        # 3. write: error rows first (skipped on replay), then data and checkpoint in one commit
+        state.errors.record(output.errors, end=batch.end)
+        if spec.mode == "merge":
+            assert output.merge_rows is not None
+            version = state.table.commit_merge(
+                output.merge_rows, record_key=spec.record_key, ordering_field=spec.ordering_field,
+                partition_by=spec.partition_by, start=batch.start, end=batch.end,
+            )  # fmt: skip
+        else:
+            version = state.table.commit_append(
+                output.files, schema=output.schema, partition_by=spec.partition_by,
+                start=batch.start, end=batch.end,
+            )  # fmt: skip
+        return BatchResult(
+            target=spec.name, files=len(batch.files), rows=output.rows, errors=output.errors.num_rows,
+            start=batch.start, end=batch.end, version=version, seconds=time.monotonic() - started,
+        )  # fmt: skip
+
+
+@dataclass(slots=True)
+class IngestTotals:
+    cycles: int = 0
+    batches: int = 0
+    rows: int = 0
+    errors: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def run_ingest(
+    settings: Settings,
+    *,
+    once: bool,
+    targets: tuple[str, ...] = (),
+    start_at: int | None = None,
+    min_interval_seconds: float | None = None,
+    stop: StopFlag | None = None,
+    spark: Any = None,
+) -> IngestTotals:
+    stop = stop or StopFlag()
+    ingest = Ingest(settings, targets=targets, start_at=start_at, spark=spark)
+    interval = (
+        min_interval_seconds
+        if min_interval_seconds is not None
+        else settings.get(keys.INGEST_MIN_SYNC_INTERVAL_SECONDS)
+    )
+    if once:
+        ingest.up_to = ingest._feed.latest_version()  # every change present at start, no more
+    totals = IngestTotals()
+
+    def step() -> CycleResult:
+        result = ingest.run_once()
+        totals.batches += len(result.batches)
+        totals.rows += sum(b.rows for b in result.batches)
+        totals.errors += sum(b.errors for b in result.batches)
+        totals.failed.update(result.failed)
+        return result
+
+    totals.cycles = run_loop(
+        step, once=once, is_idle=lambda r: r.idle, stop=stop, min_interval_seconds=interval
+    )
+    log.info(
+        "ingest finished: cycles=%d batches=%d rows=%d error_rows=%d failed_targets=%s",
+        totals.cycles, totals.batches, totals.rows, totals.errors, ",".join(sorted(totals.failed)) or "none",
+    )  # fmt: skip
+    return totals

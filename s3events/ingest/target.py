@@ -1,0 +1,73 @@
+"""One target table's settings, read once at start-up into a frozen spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from s3events.config import Settings, keys
+from s3events.ingest.model import Limits
+from s3events.ingest.plan import Route
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    name: str
+    path: str
+    format: keys.TargetFormat
+    route: Route
+    limits: Limits
+    error_table_path: str
+    schema_ddl: str | None = None
+    reader_options: Mapping[str, str] | None = None
+    mode: keys.TargetMode = "append"
+    record_key: tuple[str, ...] = ()
+    ordering_field: str | None = None
+    partition_by: tuple[str, ...] = ()
+    on_missing_object: keys.OnMissingObject = "skip"
+    on_object_removed: keys.OnObjectRemoved = "ignore"
+
+    @property
+    def app_id(self) -> str:
+        """The Delta app-transaction id of this target's checkpoint."""
+        return f"s3events.ingest/{self.name}"
+
+
+def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetSpec]:
+    names = only or settings.targets
+    specs = []
+    for name in names:
+        if name not in settings.targets:
+            from s3events.errors import ConfigError
+
+            raise ConfigError(
+                "--target", f"{name!r} is not a declared target; declared: {', '.join(settings.targets)}"
+            )
+        specs.append(
+            TargetSpec(
+                name=name,
+                path=settings.require_for(name, keys.TARGET_PATH),
+                format=settings.require_for(name, keys.TARGET_FORMAT),
+                route=Route(
+                    bucket=settings.get_for(name, keys.TARGET_BUCKET),
+                    key_prefix=settings.get_for(name, keys.TARGET_KEY_PREFIX),
+                    ignore_prefixes=settings.get_for(name, keys.TARGET_IGNORE_PREFIX),
+                    ignore_substrings=settings.get_for(name, keys.TARGET_IGNORE_SUBSTRING),
+                    glob=settings.get_for(name, keys.TARGET_GLOB),
+                ),
+                limits=Limits(
+                    max_files=settings.get_for(name, keys.TARGET_MAX_FILES_PER_BATCH),
+                    max_bytes=settings.get_for(name, keys.TARGET_MAX_BYTES_PER_BATCH),
+                ),
+                error_table_path=settings.require_for(name, keys.TARGET_ERROR_TABLE_PATH),
+                schema_ddl=settings.get_for(name, keys.TARGET_SCHEMA),
+                reader_options=dict(settings.get_for(name, keys.TARGET_READER_OPTIONS)),
+                mode=settings.get_for(name, keys.TARGET_MODE),
+                record_key=settings.get_for(name, keys.TARGET_RECORD_KEY),
+                ordering_field=settings.get_for(name, keys.TARGET_ORDERING_FIELD),
+                partition_by=settings.get_for(name, keys.TARGET_PARTITION_BY),
+                on_missing_object=settings.get_for(name, keys.TARGET_ON_MISSING_OBJECT),
+                on_object_removed=settings.get_for(name, keys.TARGET_ON_OBJECT_REMOVED),
+            )
+        )
+    return specs
