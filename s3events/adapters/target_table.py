@@ -4,7 +4,8 @@ carry data and checkpoint together."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 import pyarrow as pa
 from deltalake import CommitProperties, Transaction, write_deltalake
@@ -15,7 +16,7 @@ from s3events.adapters.delta_commit import commit_files, transaction_versions
 from s3events.adapters.parquet_files import WrittenFile
 from s3events.errors import CheckpointError
 from s3events.ingest.checkpoint import app_ids, from_transactions, to_transactions
-from s3events.ingest.model import Checkpoint
+from s3events.ingest.model import Checkpoint, FileRef
 from s3events.ingest.plan import ensure_forward
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,41 @@ class TargetTable:
             )  # fmt: skip
         return int(table.version())
 
+    def commit_checkpoint(self, *, start: Checkpoint, end: Checkpoint) -> int | None:
+        """Move the checkpoint alone (a batch whose every file was removed). None when there is no table
+        yet: nothing was ever ingested, so there is nothing to protect."""
+        table = delta.open_table(self.path, self._storage_options)
+        if table is None:
+            return None
+        self._guard(start, end)
+        return commit_files(
+            self.path,
+            [],
+            schema=pa.schema(table.schema()),
+            partition_by=list(table.metadata().partition_columns),
+            storage_options=self._storage_options,
+            transactions=to_transactions(self.app_id, end),
+        )
+
+    def delete_removed(self, removals: Sequence[FileRef]) -> int:
+        """Delete the rows of removed objects that were ingested from events before each removal.
+
+        Idempotent, so it runs in its own commit ahead of the batch's data commit: a replay deletes
+        nothing more, and rows of a later re-creation of the same key (newer event time) are kept.
+        """
+        table = delta.open_table(self.path, self._storage_options)
+        if table is None or not removals:
+            return 0
+        predicate = " OR ".join(
+            f"(_source_file = {_sql_string(r.uri)} AND _event_time < {_sql_string(_iso(r.event_time))})"
+            for r in removals
+        )
+        metrics = table.delete(
+            predicate,
+            commit_properties=CommitProperties(custom_metadata={"s3events.writer": "ingest-removals"}),
+        )
+        return int(metrics.get("num_deleted_rows", 0))
+
     def _guard(self, start: Checkpoint, end: Checkpoint) -> None:
         stored = self.checkpoint()
         if stored is not None:
@@ -123,6 +159,15 @@ class TargetTable:
                 "s3events.checkpoint": f"{end.version}:{end.position}",
             },
         )
+
+
+def _sql_string(value: str) -> str:
+    # Keys are untrusted input: a SQL string literal with quotes doubled, nothing else interpreted.
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class ErrorTable:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,14 +36,16 @@ class BatchResult:
     files: int
     rows: int
     errors: int
+    deleted: int
     start: Checkpoint
     end: Checkpoint
-    version: int
+    version: int | None
     seconds: float
 
     def log_line(self) -> str:
         return (
             f"ingest batch: target={self.target} files={self.files} rows={self.rows} errors={self.errors} "
+            f"deleted={self.deleted} "
             f"checkpoint={self.start.version}:{self.start.position}->{self.end.version}:{self.end.position} "
             f"table_version={self.version} elapsed={self.seconds:.2f}s"
         )
@@ -180,8 +182,22 @@ class Ingest:
 
         spec = state.spec
         started = time.monotonic()
+        deleted = 0
         if batch.removals:
-            raise TargetFailed(f"target {spec.name}: on.object.removed=delete is not supported yet")
+            # on.object.removed=delete: rows of removed objects go first (idempotent, own commit); an
+            # object created and removed within this batch is not read at all.
+            deleted = state.table.delete_removed(batch.removals)
+            removed_at = {r.uri: r.event_time for r in batch.removals}
+            live = tuple(
+                f for f in batch.files if not (f.uri in removed_at and removed_at[f.uri] > f.event_time)
+            )
+            batch = replace(batch, files=live)
+        if not batch.files:
+            version = state.table.commit_checkpoint(start=batch.start, end=batch.end)
+            return BatchResult(
+                target=spec.name, files=0, rows=0, errors=0, deleted=deleted, start=batch.start,
+                end=batch.end, version=version, seconds=time.monotonic() - started,
+            )  # fmt: skip
         # 2. read and parse on Spark; executors write Parquet files (invisible until committed)
         output = run_batch(
             self.spark, batch, spec, existing_schema=state.table.schema(), aws=self._aws,
@@ -207,7 +223,8 @@ class Ingest:
             )  # fmt: skip
         return BatchResult(
             target=spec.name, files=len(batch.files), rows=output.rows, errors=output.errors.num_rows,
-            start=batch.start, end=batch.end, version=version, seconds=time.monotonic() - started,
+            deleted=deleted, start=batch.start, end=batch.end, version=version,
+            seconds=time.monotonic() - started,
         )  # fmt: skip
 
 

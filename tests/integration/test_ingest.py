@@ -270,3 +270,24 @@ def test_object_deleted_before_ingest_is_skipped_and_recorded(make_stack, s3, sp
         (f"s3://{stack.bucket}/g/gone.json", None)
     ]
     assert "404" in errors[0]["error"] and not totals.failed
+
+
+def test_removed_object_rows_are_deleted_and_a_recreation_is_kept(make_stack, s3, spark, tmp_path):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="r/keep.json", Body=jsonl([{"x": 1}]))
+    s3.put_object(Bucket=stack.bucket, Key="r/drop.json", Body=jsonl([{"x": 2}, {"x": 3}]))
+    capture(stack)
+    target = str(tmp_path / "r")
+    settings = settings_for(stack, {"r": target_conf("r", target, "json", on__object__removed="delete")})
+    run_ingest(settings, once=True, spark=spark)
+    assert sorted(r["x"] for r in read_table(target)) == [1, 2, 3]
+
+    s3.delete_object(Bucket=stack.bucket, Key="r/drop.json")
+    capture(stack)
+    run_ingest(settings, once=True, spark=spark)
+    assert sorted(r["x"] for r in read_table(target)) == [1]
+
+    s3.put_object(Bucket=stack.bucket, Key="r/drop.json", Body=jsonl([{"x": 4}]))
+    capture(stack)
+    run_ingest(settings, once=True, spark=spark)
+    assert sorted(r["x"] for r in read_table(target)) == [1, 4]
