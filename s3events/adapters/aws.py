@@ -15,6 +15,7 @@ import botocore.config
 import botocore.exceptions
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from s3events.config import Settings, keys
 from s3events.errors import FatalError, TransientError
 
 T = TypeVar("T")
@@ -55,6 +56,10 @@ _DELTA_RS_NATIVE_CREDENTIALS = {"env", "iam-role", "container-role", "assume-rol
 class AwsOptions:
     region: str | None = None
     endpoint_url: str | None = None
+
+
+def options_from(settings: Settings) -> AwsOptions:
+    return AwsOptions(region=settings.get(keys.AWS_REGION), endpoint_url=settings.get(keys.AWS_ENDPOINT_URL))
 
 
 def session(options: AwsOptions) -> boto3.Session:

@@ -46,7 +46,7 @@ def aws_options(settings: Settings) -> aws.AwsOptions:
 
 def build_capture(settings: Settings) -> Capture:
     """Everything capture needs, checked up front: a missing or forbidden queue fails here."""
-    options = aws_options(settings)
+    options = aws.options_from(settings)
     queue = SqsQueue(
         options,
         settings.require(keys.QUEUE_URL),

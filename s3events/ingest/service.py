@@ -81,11 +81,8 @@ class Ingest:
         start_at: int | None = None,
         spark: Any = None,
     ) -> None:
-        options = aws.AwsOptions(
-            region=settings.get(keys.AWS_REGION), endpoint_url=settings.get(keys.AWS_ENDPOINT_URL)
-        )
-        self._aws = options
-        storage = aws.delta_storage_options(options)
+        self._aws = aws.options_from(settings)
+        storage = aws.delta_storage_options(self._aws)
         self._feed = MetadataFeed(settings.require(keys.METADATA_TABLE_PATH), storage_options=storage)
         self._strategy = settings.get(keys.INGEST_MISSING_CHECKPOINT_STRATEGY)
         self._targets = [
@@ -263,6 +260,8 @@ def run_ingest(
         totals.batches += len(result.batches)
         totals.rows += sum(b.rows for b in result.batches)
         totals.errors += sum(b.errors for b in result.batches)
+        for finished in result.batches:  # a target that recovered is no longer failed
+            totals.failed.pop(finished.target, None)
         totals.failed.update(result.failed)
         return result
 
