@@ -36,16 +36,22 @@ from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
 
 def notification(key: str, n: int) -> str:
     record = {
-        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
-        "eventTime": "2026-11-22T05:00:00.000Z", "eventName": "ObjectCreated:Put",
+        "eventVersion": "2.1",
+        "eventSource": "aws:s3",
+        "awsRegion": "us-east-1",
+        "eventTime": "2026-11-22T05:00:00.000Z",
+        "eventName": "ObjectCreated:Put",
         "s3": {
             "s3SchemaVersion": "1.0",
             "bucket": {"name": "bench", "arn": "arn:aws:s3:::bench"},
             "object": {
-                "key": quote_plus(key), "size": 100 + n, "eTag": f"{n:032x}", "sequencer": f"{n:018X}",
+                "key": quote_plus(key),
+                "size": 100 + n,
+                "eTag": f"{n:032x}",
+                "sequencer": f"{n:018X}",
             },
         },
-    }  # fmt: skip
+    }
     return json.dumps({"Records": [record]})
 
 

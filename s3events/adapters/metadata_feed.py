@@ -55,13 +55,19 @@ class MetadataFeed:
             ) from exc
         rows = [
             FileRef(
-                bucket=r["bucket"], key=r["key"], etag=r["etag"], version_id=r["version_id"], size=r["size"],
-                event_time=r["event_time"], event_id=r["event_id"], event_kind=r["event_kind"],
+                bucket=r["bucket"],
+                key=r["key"],
+                etag=r["etag"],
+                version_id=r["version_id"],
+                size=r["size"],
+                event_time=r["event_time"],
+                event_id=r["event_id"],
+                event_kind=r["event_kind"],
                 commit_version=int(r["_commit_version"]),
             )
             for r in changes.to_pylist()
             if r["_change_type"] == "insert"  # the table is insert-only; other kinds would be repairs
-        ]  # fmt: skip
+        ]
         return Changes(rows, up_to)
 
     def _open(self) -> DeltaTable | None:

@@ -80,14 +80,22 @@ class TargetTable:
         self._guard(start, end)
         properties = self._commit_properties(end)
         table = delta.open_or_create(
-            self.path, rows.schema, kind="target", schema_version=TARGET_SCHEMA_VERSION,
-            storage_options=self._storage_options, partition_by=list(partition_by),
-        )  # fmt: skip
+            self.path,
+            rows.schema,
+            kind="target",
+            schema_version=TARGET_SCHEMA_VERSION,
+            storage_options=self._storage_options,
+            partition_by=list(partition_by),
+        )
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in record_key)
         merger = table.merge(
-            rows, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True,
+            rows,
+            predicate=predicate,
+            source_alias="s",
+            target_alias="t",
+            merge_schema=True,
             commit_properties=properties,
-        )  # fmt: skip
+        )
         update_when = f"s.`{ordering_field}` >= t.`{ordering_field}`" if ordering_field else None
         try:
             metrics = (
@@ -98,9 +106,13 @@ class TargetTable:
         if not (metrics.get("num_target_rows_inserted") or metrics.get("num_target_rows_updated")):
             # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
             return commit_files(
-                self.path, [], schema=pa.schema(table.schema()), partition_by=list(partition_by),
-                storage_options=self._storage_options, transactions=to_transactions(self.app_id, end),
-            )  # fmt: skip
+                self.path,
+                [],
+                schema=pa.schema(table.schema()),
+                partition_by=list(partition_by),
+                storage_options=self._storage_options,
+                transactions=to_transactions(self.app_id, end),
+            )
         return int(table.version())
 
     def commit_checkpoint(self, *, start: Checkpoint, end: Checkpoint) -> int | None:

@@ -160,11 +160,22 @@ class Ingest:
         rows = [r for r in changes.rows if r.commit_version > start.version]
         include_removals = spec.on_object_removed == "delete"
         # 1. plan: a bounded batch after the checkpoint (pure)
-        batch = plan(start, rows, route=spec.route, limits=spec.limits, include_removals=include_removals,
-                     latest_version=changes.latest_version)  # fmt: skip
+        batch = plan(
+            start,
+            rows,
+            route=spec.route,
+            limits=spec.limits,
+            include_removals=include_removals,
+            latest_version=changes.latest_version,
+        )
         if batch is None:
-            state.cursor = caught_up_to(start, rows, route=spec.route, include_removals=include_removals,
-                                        latest_version=changes.latest_version)  # fmt: skip
+            state.cursor = caught_up_to(
+                start,
+                rows,
+                route=spec.route,
+                include_removals=include_removals,
+                latest_version=changes.latest_version,
+            )
             if not state.caught_up_logged:
                 log.info("target %s is caught up at metadata version %d", spec.name, state.cursor.version)
                 state.caught_up_logged = True
@@ -192,14 +203,25 @@ class Ingest:
         if not batch.files:
             version = state.table.commit_checkpoint(start=batch.start, end=batch.end)
             return BatchResult(
-                target=spec.name, files=0, rows=0, errors=0, deleted=deleted, start=batch.start,
-                end=batch.end, version=version, seconds=time.monotonic() - started,
-            )  # fmt: skip
+                target=spec.name,
+                files=0,
+                rows=0,
+                errors=0,
+                deleted=deleted,
+                start=batch.start,
+                end=batch.end,
+                version=version,
+                seconds=time.monotonic() - started,
+            )
         # 2. read and parse on Spark; executors write Parquet files (invisible until committed)
         output = run_batch(
-            self.spark, batch, spec, existing_schema=state.table.schema(), aws=self._aws,
+            self.spark,
+            batch,
+            spec,
+            existing_schema=state.table.schema(),
+            aws=self._aws,
             ingested_at=datetime.now(UTC),
-        )  # fmt: skip
+        )
         if output.failed_files and spec.on_missing_object == "fail":
             uri, reason = next(iter(output.failed_files.items()))
             raise TargetFailed(f"target {spec.name}: {uri}: {reason} (on.missing.object=fail)")
@@ -210,19 +232,32 @@ class Ingest:
         if spec.mode == "merge":
             assert output.merge_rows is not None
             version = state.table.commit_merge(
-                output.merge_rows, record_key=spec.record_key, ordering_field=spec.ordering_field,
-                partition_by=spec.partition_by, start=batch.start, end=batch.end,
-            )  # fmt: skip
+                output.merge_rows,
+                record_key=spec.record_key,
+                ordering_field=spec.ordering_field,
+                partition_by=spec.partition_by,
+                start=batch.start,
+                end=batch.end,
+            )
         else:
             version = state.table.commit_append(
-                output.files, schema=output.schema, partition_by=spec.partition_by,
-                start=batch.start, end=batch.end,
-            )  # fmt: skip
+                output.files,
+                schema=output.schema,
+                partition_by=spec.partition_by,
+                start=batch.start,
+                end=batch.end,
+            )
         return BatchResult(
-            target=spec.name, files=len(batch.files), rows=output.rows, errors=output.errors.num_rows,
-            deleted=deleted, start=batch.start, end=batch.end, version=version,
+            target=spec.name,
+            files=len(batch.files),
+            rows=output.rows,
+            errors=output.errors.num_rows,
+            deleted=deleted,
+            start=batch.start,
+            end=batch.end,
+            version=version,
             seconds=time.monotonic() - started,
-        )  # fmt: skip
+        )
 
 
 @dataclass(slots=True)
@@ -270,6 +305,10 @@ def run_ingest(
     )
     log.info(
         "ingest finished: cycles=%d batches=%d rows=%d error_rows=%d failed_targets=%s",
-        totals.cycles, totals.batches, totals.rows, totals.errors, ",".join(sorted(totals.failed)) or "none",
-    )  # fmt: skip
+        totals.cycles,
+        totals.batches,
+        totals.rows,
+        totals.errors,
+        ",".join(sorted(totals.failed)) or "none",
+    )
     return totals

@@ -94,8 +94,9 @@ def _write_metadata_version(stack: Stack, keys: list[str], s3: Any) -> None:
     records = []
     for key in keys:
         etag = s3.head_object(Bucket=stack.bucket, Key=key)["ETag"].strip('"')
-        event = ObjectEvent(bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=now,
-                            size=10, etag=etag)  # fmt: skip
+        event = ObjectEvent(
+            bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=now, size=10, etag=etag
+        )
         records.append(EventRecord(event=event, source="sqs", captured_at=now, message_id=key))
     MetadataTable(stack.metadata_path, storage_options={}).commit(records, custom_metadata={})
 

@@ -44,8 +44,14 @@ def shared_stack(make_stack, s3):
 )
 def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, max_files, kills):
     target = tempfile.mkdtemp(prefix="crash-target-")
-    conf = settings_for(shared_stack, {"c": target_conf("c", target, "json", schema="file BIGINT, n BIGINT",
-                                                        max__files__per__batch=max_files)})  # fmt: skip
+    conf = settings_for(
+        shared_stack,
+        {
+            "c": target_conf(
+                "c", target, "json", schema="file BIGINT, n BIGINT", max__files__per__batch=max_files
+            )
+        },
+    )
     for batches_before_kill, point in kills:
         ingest = Ingest(conf, spark=spark)
         for _ in range(batches_before_kill):
@@ -78,8 +84,14 @@ def _crash_inside_next_batch(ingest: Ingest, point: str, spark) -> None:
     batch = plan(start, rows, route=state.spec.route, limits=state.spec.limits, latest_version=latest)
     if batch is None:
         return
-    output = run_batch(spark, batch, state.spec, existing_schema=state.table.schema(), aws=ingest._aws,
-                       ingested_at=datetime.now(UTC))  # fmt: skip
+    output = run_batch(
+        spark,
+        batch,
+        state.spec,
+        existing_schema=state.table.schema(),
+        aws=ingest._aws,
+        ingested_at=datetime.now(UTC),
+    )
     assert output.files  # Parquet files exist in the table directory, referenced by no commit
     if point == "after_error_table":
         state.errors.record(output.errors, end=batch.end)
