@@ -6,6 +6,8 @@ container roles). They are never read from properties files and never logged.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -67,6 +69,14 @@ def session(options: AwsOptions) -> boto3.Session:
 
 
 def client(options: AwsOptions, service: str, *, read_timeout: float = 60.0) -> Any:
+    """A boto3 client, one per (process, options, service, timeout): creating one re-reads botocore's
+    service models (~0.1-0.3 s of CPU), which executors reading many objects cannot afford per object.
+    boto3 clients are thread-safe."""
+    return _cached_client(os.getpid(), options, service, read_timeout)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_client(_pid: int, options: AwsOptions, service: str, read_timeout: float) -> Any:
     config = botocore.config.Config(
         # botocore's own retries cover single calls; tenacity covers our steps around them.
         retries={"mode": "standard", "max_attempts": 3},

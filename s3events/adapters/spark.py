@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from s3events.errors import FatalError
@@ -49,23 +51,40 @@ def require_java() -> int:
     return major
 
 
+def under_spark_submit() -> bool:
+    """True inside a driver launched by spark-submit (its Python runner hands over a gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def get_spark(
-    *, master: str = "local[*]", app_name: str = "s3events", conf: dict[str, str] | None = None
+    *, master: str | None = None, app_name: str = "s3events", conf: dict[str, str] | None = None
 ) -> Any:
-    """The process's SparkSession (getOrCreate), after checking Java."""
+    """The process's SparkSession (getOrCreate), after checking Java.
+
+    `master=None` keeps what spark-submit was given (`--master`, `--name`, its UI settings); outside
+    spark-submit it means `local[*]`. An explicit master (s3events.spark.master) always wins.
+    """
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        # delta-rs rejects named zones such as "Etc/UTC" in timestamps; UTC is what we write.
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    # delta-rs rejects named zones such as "Etc/UTC" in timestamps; UTC is what we write.
+    builder = SparkSession.builder.config("spark.sql.session.timeZone", "UTC").config(
+        "spark.sql.execution.arrow.pyspark.enabled", "true"
     )
+    if master is not None:
+        builder = builder.master(master)
+    if not under_spark_submit():
+        builder = builder.master(master or "local[*]").appName(app_name).config("spark.ui.enabled", "false")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    # pyspark installs its own SIGINT handler (cancel jobs, raise KeyboardInterrupt) when the context
+    # starts; ours only sets the stop flag so the batch in hand finishes. Keep ours.
+    previous = (
+        signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    )
+    session = builder.getOrCreate()
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    return session

@@ -77,13 +77,13 @@ def run_batch(
     ingested_at: datetime,
 ) -> BatchOutput:
     files = _files_frame(spark, batch.files)
+    cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
     if target.format == "parquet":
         good, bad = _read_parquet(spark, files, aws, existing_schema)
     else:
-        lines = files.mapInArrow(
-            partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA)
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        good, bad = _parse_lines(spark, lines, target, existing_schema)
+        lines = files.mapInArrow(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
+        cached.append(lines.persist(StorageLevel.MEMORY_AND_DISK))
+        good, bad = _parse_lines(spark, cached[0], target, existing_schema, cached)
     try:
         good = _with_key_partitions(good, target.partition_by)
         good = good.withColumn(INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
@@ -111,8 +111,8 @@ def run_batch(
             out.rows = sum(f.num_records for f in out.files)
         return out
     finally:
-        if target.format != "parquet":
-            lines.unpersist()
+        for frame in cached:
+            frame.unpersist()
 
 
 def _files_frame(spark: SparkSession, files: tuple[FileRef, ...]) -> DataFrame:
@@ -149,7 +149,11 @@ def _read_lines_partition(batches: Iterator[pa.RecordBatch], *, aws: AwsOptions)
 
 
 def _parse_lines(
-    spark: SparkSession, lines: DataFrame, target: TargetSpec, existing: pa.Schema | None
+    spark: SparkSession,
+    lines: DataFrame,
+    target: TargetSpec,
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
     options = dict(target.reader_options or {})
     read_errors = lines.where(F.col("_error").isNotNull()).select(
@@ -180,6 +184,8 @@ def _parse_lines(
             .when(~F.trim("value").startswith("{"), F.lit("not a JSON object"))
             .otherwise(F.lit(f"does not match the target schema {_ddl(schema)} (type conflict)"))
         )
+    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)  # parse once for the error rows and the write
+    cached.append(parsed)
     is_bad = F.col("p").isNull() | F.col(f"p.{CORRUPT}").isNotNull()
     bad = parsed.where(is_bad).select(*LINEAGE, F.col("value").alias("raw"), invalid_reason.alias("error"))
     good = parsed.where(~is_bad).select(*LINEAGE, *[F.col(f"p.`{f.name}`").alias(f.name) for f in schema])
@@ -215,7 +221,7 @@ def _json_schema(
     declared = _declared(target)
     if declared is not None:
         return declared
-    inferred = spark.read.options(**options).json(ok.select("value").rdd.map(lambda row: row[0])).schema
+    inferred = spark.read.options(**options).json(ok.select("value")).schema  # stays in the JVM
     return _evolve(existing, inferred)
 
 

@@ -271,12 +271,11 @@ INGEST_MISSING_CHECKPOINT_STRATEGY: Key[CheckpointStrategy] = Key(
     "captured event, latest = only events captured after its first run.",
     group="Ingest",
 )
-SPARK_MASTER: Key[str] = Key(
+SPARK_MASTER: Key[str | None] = Key(
     name="s3events.spark.master",
     type=StrType(),
-    default="local[*]",
-    doc="Spark master URL of the session that reads the referenced files (e.g. local[*], "
-    "spark://host:7077).",
+    doc="Spark master URL of ingest's session (e.g. local[2], spark://host:7077); unset = the master "
+    "spark-submit was given (--master), or local[*] outside spark-submit.",
     group="Ingest",
 )
 
@@ -442,8 +441,8 @@ STATUS_MAX_LAG_SECONDS: Key[float] = Key(
     name="s3events.status.max.lag.seconds",
     type=FloatType(min=0),
     default=3600.0,
-    doc="`s3events status` reports a target as lagging when its ingest is this many seconds or more "
-    "behind the metadata table.",
+    doc="`s3events status` reports a target as lagging (and exits 1) when the oldest metadata change "
+    "routed to it and not yet ingested is more than this many seconds old.",
     group="Status",
 )
 

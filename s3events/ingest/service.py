@@ -17,7 +17,7 @@ from s3events.adapters import aws
 from s3events.adapters.metadata_feed import Changes, MetadataFeed
 from s3events.adapters.target_table import ErrorTable, TargetTable
 from s3events.config import Settings, keys
-from s3events.errors import FatalError, S3EventsError
+from s3events.errors import CheckpointError, FatalError, S3EventsError
 from s3events.ingest.model import Batch, Checkpoint
 from s3events.ingest.plan import caught_up_to, ensure_forward, plan
 from s3events.ingest.target import TargetSpec, target_specs
@@ -98,10 +98,13 @@ class Ingest:
             for state in self._targets:
                 stored = state.table.checkpoint()
                 if stored is not None:
-                    ensure_forward(stored, explicit)  # --checkpoint never moves a target backwards
+                    try:
+                        ensure_forward(stored, explicit)  # --checkpoint never moves a target backwards
+                    except CheckpointError as exc:
+                        raise CheckpointError(f"target {state.spec.name}: {exc}") from exc
                 state.cursor = explicit
         self._spark = spark
-        self._spark_master = settings.get(keys.SPARK_MASTER)
+        self._spark_master = settings.get(keys.SPARK_MASTER)  # None: spark-submit's --master decides
         self.up_to: int | None = None  # --once: the metadata version present at start
 
     @property

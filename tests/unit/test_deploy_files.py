@@ -19,11 +19,13 @@ import yaml  # PyYAML, installed with moto (the test extra)
 from s3events import cli
 from s3events.adapters import provision
 from s3events.config import Settings, keys, load_settings
+from s3events.ingest.target import target_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
-OUR_SERVICES = ("setup", "capture")  # built from our Dockerfile
+OUR_SERVICES = ("setup", "capture", "ingest")  # built from our Dockerfile
+LONG_RUNNING = ("capture", "ingest")  # `s3events <command> --continuous` services
 
 
 def _compose() -> dict[str, Any]:
@@ -143,7 +145,7 @@ def _settings_of(name: str) -> tuple[Path, Settings]:
 
 def test_compose_declares_the_services() -> None:
     services = _services()
-    assert {"moto", "setup", "capture"} <= set(services)
+    assert {"moto", "setup", "capture", "ingest"} <= set(services)
     moto = services["moto"]
     assert str(moto["image"]).startswith("motoserver/moto:")
     assert any(str(port).endswith(":5000") or str(port) == "5000" for port in moto["ports"])
@@ -161,10 +163,12 @@ def test_our_services_build_the_repository_dockerfile(name: str) -> None:
     assert service["image"] == _services()["capture"]["image"]
 
 
-def test_start_order_moto_healthy_then_setup_completed_then_capture() -> None:
+def test_start_order_moto_healthy_then_setup_completed_then_capture_and_ingest() -> None:
     services = _services()
     assert services["setup"]["depends_on"]["moto"]["condition"] == "service_healthy"
-    assert services["capture"]["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+    for name in LONG_RUNNING:
+        assert services[name]["depends_on"]["setup"]["condition"] == "service_completed_successfully", name
+        assert services[name].get("restart") in ("unless-stopped", "always", "on-failure"), name
     assert services["setup"].get("restart", "no") == "no"  # one-shot
 
 
@@ -180,13 +184,17 @@ def test_our_services_get_fake_credentials_and_a_region_from_the_environment(nam
 
 def test_every_s3events_command_parses_with_the_real_cli() -> None:
     commands = _s3events_commands()
-    assert [name for name, _ in commands] == ["capture"]
+    assert [name for name, _ in commands] == ["capture", "ingest"]
     for name, args in commands:
         parsed = _parse_cli(name, args)
         assert parsed.command in ("capture", "ingest", "backfill", "status", "demo"), args
-    capture = _parse_cli("capture", dict(commands)["capture"])
-    assert capture.continuous and not capture.once
-    assert capture.props == "/conf/docker.properties"
+    for name in LONG_RUNNING:
+        parsed = _parse_cli(name, dict(commands)[name])
+        assert parsed.command == name  # the service runs the command it is named after
+        assert parsed.continuous and not parsed.once, name
+        assert parsed.props == "/conf/docker.properties", name
+    ingest = _parse_cli("ingest", dict(commands)["ingest"])
+    assert ingest.target == [] and ingest.checkpoint is None  # every target, from its own checkpoint
 
 
 def test_every_bind_mounted_host_path_exists() -> None:
@@ -197,9 +205,10 @@ def test_every_bind_mounted_host_path_exists() -> None:
             assert host.is_relative_to(ROOT), f"service {name!r} mounts {host} from outside the repo"
             seen += 1
     assert seen
-    assert (ROOT / "conf", PurePosixPath("/conf"), True) in [
-        (host, target, ro) for host, target, ro in _bind_mounts(_services()["capture"])
-    ], "capture mounts ./conf read-only at /conf"
+    for name in LONG_RUNNING:
+        assert (ROOT / "conf", PurePosixPath("/conf"), True) in [
+            (host, target, ro) for host, target, ro in _bind_mounts(_services()[name])
+        ], f"{name} mounts ./conf read-only at /conf"
 
 
 def test_every_referenced_properties_file_exists_loads_and_validates_for_its_command() -> None:
@@ -213,6 +222,23 @@ def test_every_referenced_properties_file_exists_loads_and_validates_for_its_com
         assert host.parent == ROOT / "conf", host
         settings.validate_for(parsed.command)
         settings.validate_for("capture")
+        settings.validate_for("ingest")
+
+
+def test_ingest_reads_what_capture_writes_with_local_spark_in_its_container() -> None:
+    capture_host, capture = _settings_of("capture")
+    ingest_host, ingest = _settings_of("ingest")
+    assert ingest_host == capture_host
+    for key in (keys.METADATA_TABLE_PATH, keys.AWS_ENDPOINT_URL, keys.AWS_REGION):
+        assert ingest.get(key) == capture.get(key), key.name
+    assert _environment(_services()["ingest"]) == _environment(_services()["capture"])
+    specs = target_specs(ingest)  # every declared target resolves: path, format, routing, limits
+    assert specs, "docker.properties declares no ingest target"
+    for spec in specs:
+        assert urlparse(spec.path).scheme == "s3", f"target {spec.name}: {spec.path} is not on the endpoint"
+    # No cluster in the stack: the ingest container runs Spark in-process.
+    master = ingest.get(keys.SPARK_MASTER)  # unset: local[*], since the container runs no spark-submit
+    assert master is None or master.startswith("local"), master
 
 
 def test_setup_runs_provision_with_flags_its_parser_accepts_and_matching_the_properties(monkeypatch) -> None:

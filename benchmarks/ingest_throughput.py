@@ -1,0 +1,513 @@
+"""Ingest throughput (MB/s, rows/s) against two baselines, on the same JSON-lines files in the same run.
+
+    .venv/bin/python benchmarks/ingest_throughput.py [--files 40] [--lines 25000] [--line-bytes 120]
+        [--rounds 3] [--no-profile] [--what-if]
+
+Set-up (not timed): a moto_server endpoint (`LocalEndpoint`, a child process), one bucket, `--files`
+objects of `--lines` JSON lines of about `--line-bytes` bytes each, PUT into it. The metadata table gets
+one commit (one version) holding a created event per object, written directly with
+`MetadataTable.commit` (as the integration tests' `_write_metadata_version` does) instead of by running
+capture: moto's SQS costs O(queue depth) per call, which would only slow the set-up, and capture is not
+what is measured here. The events carry the objects' real etags and sizes, as capture would record them.
+
+Measured, per round, in this order (MB = 10^6 bytes of source files):
+
+- **ours**: `run_ingest(settings, once=True, spark=spark)` into a fresh local target path (json format,
+  schema inferred, append mode): change feed → plan → executors GET the objects from moto (mapInArrow,
+  boto3, `IfMatch`) → split lines → parse → Parquet written by the executors → one delta-rs commit with
+  the checkpoint. `s3events.ingest.target.bench.max.files.per.batch` is `--files` (and
+  max.bytes.per.batch is 1 TiB), so one round is exactly one batch. Its output also carries the lineage
+  columns (`_source_file`, `_source_etag`, `_source_line`, `_event_time`, `_ingested_at`).
+- **baseline A** ("pyarrow read from the same endpoint + write_deltalake"): one process, sequentially:
+  boto3 `get_object` of each object from the same moto endpoint, `pyarrow.json.read_json`,
+  `pa.concat_tables`, `deltalake.write_deltalake` to a fresh local path. No lineage, no error handling.
+- **baseline B**: `spark.read.json(<local copy dir>).write.parquet(<fresh path>)` on a local copy of the
+  same objects (copied before any timing). Schema inferred, no Delta log, no S3.
+
+One local Spark session (`get_spark(master="local[2]")`, the session settings `s3events ingest` uses;
+only the console progress bar is turned off) serves ours and baseline B. Start-up is not timed: the
+session runs a tiny job, a tiny mapInArrow job, and each contender once on two small files of its own
+first. Every round's row count is checked. Per round and as medians it prints wall time, MB/s, rows/s
+and the CPU seconds of this process tree (the Spark JVM, its Python workers and the moto_server are all
+children of this process), then the ratios ours/A and ours/B of throughput and of CPU efficiency, and
+the load average: other work on a shared machine moves wall times much more than CPU seconds (which
+are indicative only: they come from /proc and miss processes that end outside this tree).
+
+Unless `--no-profile`, one more ingest of the same files then runs a copy of the call sequence of
+`Ingest._run_batch` / `spark_ingest.run_batch` with a timer around each step (each Spark step forced by
+an action: the persisted lines are counted first), and times the per-object boto3 client that the read
+step opens. `--what-if` adds ours rounds with a declared schema and with as many output files as cores
+(spark_ingest's output file size goal patched in this process only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyarrow as pa
+import pyarrow.json as pajson
+
+from s3events.adapters import aws
+from s3events.adapters.metadata_table import MetadataTable
+from s3events.config import Settings, load_settings
+from s3events.events.model import ObjectEvent
+from s3events.events.record import EventRecord
+from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
+
+BUCKET = "bench-ingest"
+TARGET = "bench"
+LABELS = {
+    "ours": "ours: run_ingest (moto S3 -> Spark -> Delta)",
+    "A": "A: boto3 + pyarrow.json + write_deltalake",
+    "B": "B: spark.read.json(local) + write.parquet",
+}
+SCHEMA_DDL = "id BIGINT, ts STRING, user STRING, amount DOUBLE, ok BOOLEAN, country STRING, note STRING"
+
+
+# -- data -----------------------------------------------------------------------------------------------
+
+
+def make_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """`lines` JSON objects of about `line_bytes` bytes each (newline included), deterministic."""
+    countries = ("DE", "FR", "US", "JP", "BR", "IN", "NG", "AU")
+    out = []
+    for i in range(lines):
+        n = file_no * lines + i
+        head = (
+            f'{{"id": {n}, "ts": "2026-11-22T05:{(n // 60) % 60:02d}:{n % 60:02d}.{n % 1000:03d}Z", '
+            f'"user": "user-{n % 100003:06d}", "amount": {(n % 99991) / 100:.2f}, '
+            f'"ok": {"true" if n % 3 else "false"}, "country": "{countries[n % 8]}", "note": "'
+        )
+        pad = max(1, line_bytes - len(head) - 3)
+        out.append(head + "x" * pad + '"}\n')
+    return "".join(out).encode()
+
+
+def put_files(
+    s3: Any, args: argparse.Namespace, local_dir: Path, prefix: str = "in/"
+) -> list[tuple[str, str, int]]:
+    """PUT the objects; keep a local copy (baseline B). Returns (key, etag, size) per object."""
+    objects = []
+    for f in range(args.files):
+        body = make_file(f, args.lines, args.line_bytes)
+        key = f"{prefix}part-{f:05d}.json"
+        etag = s3.put_object(Bucket=BUCKET, Key=key, Body=body)["ETag"].strip('"')
+        (local_dir / f"part-{f:05d}.json").write_bytes(body)
+        objects.append((key, etag, len(body)))
+    return objects
+
+
+def write_metadata(path: str, objects: list[tuple[str, str, int]]) -> None:
+    """One metadata commit with a created event per object, as one capture batch would write it."""
+    now = datetime.now(UTC)
+    records = [
+        EventRecord(
+            event=ObjectEvent(
+                bucket=BUCKET, key=key, event_name="ObjectCreated:Put", event_time=now, size=size, etag=etag
+            ),
+            source="sqs",
+            captured_at=now,
+            message_id=f"bench-{i}",
+        )
+        for i, (key, etag, size) in enumerate(objects)
+    ]
+    MetadataTable(path, storage_options={}).commit(records, custom_metadata={})
+
+
+def ingest_settings(endpoint_url: str, metadata: str, target: str, files: int, *extra: str) -> Settings:
+    settings = load_settings(
+        None,
+        [
+            f"s3events.aws.endpoint.url={endpoint_url}",
+            "s3events.aws.region=us-east-1",
+            f"s3events.metadata.table.path={metadata}",
+            "s3events.log.level=WARNING",
+            f"s3events.ingest.targets={TARGET}",
+            f"s3events.ingest.target.{TARGET}.path={target}",
+            f"s3events.ingest.target.{TARGET}.format=json",
+            f"s3events.ingest.target.{TARGET}.max.files.per.batch={files}",
+            f"s3events.ingest.target.{TARGET}.max.bytes.per.batch={1 << 40}",
+            *extra,
+        ],
+    )
+    settings.validate_for("ingest")
+    return settings
+
+
+# -- measuring ---------------------------------------------------------------------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and all its descendants: the Spark JVM,
+    its Python workers, the moto_server. Less sensitive to other work on the machine than wall time.
+    Counts reaped children too (cutime/cstime), so workers that exited are not lost. Linux only (0.0
+    elsewhere)."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        cpu[pid] = sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
+    me, total = os.getpid(), 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p > 1 and p != me:
+            p = parents.get(p, 0)
+        if p == me:
+            total += seconds
+    return total
+
+
+class Measure:
+    """Wall and CPU seconds of a block: `with Measure() as m: ...; m.wall, m.cpu`."""
+
+    def __enter__(self) -> Measure:
+        self._cpu, self._wall = tree_cpu_seconds(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._wall
+        self.cpu = tree_cpu_seconds() - self._cpu
+
+
+# -- the three contenders ----------------------------------------------------------------------------------
+
+
+def run_ours(settings: Settings, spark: Any, expected_rows: int) -> Measure:
+    from s3events.ingest.service import run_ingest
+
+    with Measure() as measured:
+        totals = run_ingest(settings, once=True, spark=spark)
+    if totals.rows != expected_rows or totals.failed or totals.errors:
+        raise SystemExit(
+            f"ours: ingested {totals.rows} rows of {expected_rows}, failed={totals.failed}, "
+            f"error rows={totals.errors}"
+        )
+    if totals.batches != 1:
+        print(f"   (ours took {totals.batches} batches)")
+    return measured
+
+
+def run_baseline_a(s3: Any, objects: list[tuple[str, str, int]], target: str, expected_rows: int) -> Measure:
+    from deltalake import write_deltalake
+
+    with Measure() as measured:
+        tables = []
+        for key, _etag, _size in objects:
+            body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            tables.append(pajson.read_json(io.BytesIO(body)))
+        table = pa.concat_tables(tables, promote_options="default")
+        write_deltalake(target, table)
+    if table.num_rows != expected_rows:
+        raise SystemExit(f"baseline A: {table.num_rows} rows of {expected_rows}")
+    return measured
+
+
+def run_baseline_b(spark: Any, local_dir: Path, target: str, expected_rows: int) -> Measure:
+    import pyarrow.dataset as ds
+
+    with Measure() as measured:
+        spark.read.json(str(local_dir)).write.parquet(target)
+    written = ds.dataset(target, format="parquet").count_rows()
+    if written != expected_rows:
+        raise SystemExit(f"baseline B: {written} rows of {expected_rows}")
+    return measured
+
+
+# -- profile: a copy of Ingest._run_batch / spark_ingest.run_batch with a timer per step -----------------
+
+
+class Steps:
+    """Wall and CPU seconds (process tree) per named step."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, tuple[float, float]] = {}
+        self._wall, self._cpu = time.perf_counter(), tree_cpu_seconds()
+
+    def lap(self, name: str) -> None:
+        wall, cpu = time.perf_counter(), tree_cpu_seconds()
+        self.seconds[name] = (wall - self._wall, cpu - self._cpu)
+        self._wall, self._cpu = wall, cpu
+
+
+def profiled_ingest(settings: Settings, spark: Any) -> tuple[Steps, int]:
+    """The call sequence of one ingest batch, each Spark step forced by an action so it can be timed."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from s3events.adapters import spark_ingest as si
+    from s3events.adapters.object_reader import LINE_SCHEMA
+    from s3events.ingest.plan import plan
+    from s3events.ingest.service import Ingest
+
+    steps = Steps()
+    ingest = Ingest(settings, spark=spark)
+    state = ingest._targets[0]
+    spec = state.spec
+    latest = ingest._feed.latest_version()
+    assert latest is not None
+    start = ingest._position(state, latest)
+    changes = ingest._feed.changes_after(start.version, up_to=latest)
+    batch = plan(
+        start,
+        changes.rows,
+        route=spec.route,
+        limits=spec.limits,
+        include_removals=False,
+        latest_version=changes.latest_version,
+    )
+    assert batch is not None and len(batch.files) == len(changes.rows), "profile expects one batch"
+    existing = state.table.schema()
+    steps.lap("1 driver: change feed + plan + target schema (delta-rs)")
+
+    files = si._files_frame(spark, batch.files)
+    lines = files.mapInArrow(
+        partial(si._read_lines_partition, aws=ingest._aws), from_arrow_schema(LINE_SCHEMA)
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    lines.count()
+    steps.lap("2 read: GET objects + split lines (mapInArrow) into the persisted cache")
+
+    good, bad = si._parse_lines(spark, lines, spec, existing)
+    steps.lap("3 schema inference over every line (_parse_lines -> _json_schema)")
+
+    ingested_at = datetime.now(UTC)
+    good = si._with_key_partitions(good, spec.partition_by)
+    good = good.withColumn(si.INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
+    good = si._align(good, existing)
+    schema = si._arrow_schema(good.schema)
+    errors = (
+        bad.withColumn(si.INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
+        .select(*[f.name for f in si.ERROR_SCHEMA])
+        .toArrow()
+    )
+    steps.lap("4 error rows: bad.toArrow() (from_json over every line to find the bad ones)")
+
+    written = si._write(good, spec, schema, ingest._aws, batch.total_bytes)
+    rows = sum(f.num_records for f in written)
+    steps.lap(f"5 parse + write Parquet (from_json, mapInArrow writer, {len(written)} file(s))")
+    lines.unpersist()
+
+    state.errors.record(errors.cast(si.ERROR_SCHEMA), end=batch.end)
+    state.table.commit_append(
+        written, schema=schema, partition_by=spec.partition_by, start=batch.start, end=batch.end
+    )
+    steps.lap("6 delta-rs commit (data + checkpoint)")
+    return steps, rows
+
+
+@contextlib.contextmanager
+def target_file_bytes(value: int | None) -> Iterator[None]:
+    """What-if: spark_ingest's output file size goal (it decides `coalesce(n)` before the write), patched
+    in this process only, for one round. None: unchanged."""
+    from s3events.adapters import spark_ingest as si
+
+    if value is None or not hasattr(si, "_TARGET_FILE_BYTES"):
+        yield
+        return
+    saved = si._TARGET_FILE_BYTES
+    si._TARGET_FILE_BYTES = value
+    try:
+        yield
+    finally:
+        si._TARGET_FILE_BYTES = saved
+
+
+# -- main ---------------------------------------------------------------------------------------------------
+
+
+def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path) -> None:
+    """Start-up is not timed: a tiny job, a tiny mapInArrow job (Python worker daemon), then each
+    contender once on two small files of their own (imports in the workers, JIT, first-use costs)."""
+
+    def identity(batches: Iterator[Any]) -> Iterator[Any]:
+        yield from batches
+
+    spark.range(10).count()
+    spark.range(10).mapInArrow(identity, "id long").collect()
+    local_dir = work / "warm-up-copy"
+    local_dir.mkdir()
+    objects = put_files(s3, argparse.Namespace(files=2, lines=100, line_bytes=120), local_dir, "warm-up/")
+    write_metadata(str(work / "warm-up-metadata"), objects)
+    settings = ingest_settings(endpoint_url, str(work / "warm-up-metadata"), str(work / "warm-up-ours"), 2)
+    run_ours(settings, spark, 200)
+    run_baseline_a(s3, objects, str(work / "warm-up-a"), 200)
+    run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200)
+
+
+def rate(total_bytes: int, rows: int, seconds: float, cpu: float | None = None) -> str:
+    text = f"{seconds:6.2f} s {total_bytes / 1e6 / seconds:6.1f} MB/s {rows / seconds / 1e3:5.0f} k rows/s"
+    return text if cpu is None else f"{text} cpu {cpu:5.1f} s"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
+
+
+def profile(
+    args: argparse.Namespace,
+    spark: Any,
+    s3: Any,
+    endpoint_url: str,
+    metadata: str,
+    work: Path,
+    objects: list[tuple[str, str, int]],
+) -> None:
+    total_bytes, rows = sum(o[2] for o in objects), args.files * args.lines
+    settings = ingest_settings(endpoint_url, metadata, str(work / "ours-profile"), args.files)
+    started = time.perf_counter()
+    steps, got = profiled_ingest(settings, spark)
+    total = time.perf_counter() - started
+    if got != rows:
+        raise SystemExit(f"profile: {got} rows of {rows}")
+    print(f"profile of one ours batch, step by step ({total:.2f} s in all, {load()}):")
+    cpu_total = sum(c for _, c in steps.seconds.values())
+    print(f"  {'wall':>17s} {'cpu':>17s}")
+    for name, (wall, cpu) in steps.seconds.items():
+        shares = f"{wall:6.2f} s {100 * wall / total:5.1f} %  {cpu:6.2f} s {100 * cpu / cpu_total:5.1f} %"
+        print(f"  {shares}  {name}")
+
+    # The read step's fixed cost per object: object_reader opens one boto3 client per object.
+    options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint_url)
+    started = time.perf_counter()
+    for key, _etag, _size in objects:
+        s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    shared = time.perf_counter() - started
+    started = time.perf_counter()
+    for key, _etag, _size in objects:
+        aws.client(options, "s3").get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    fresh = time.perf_counter() - started
+    print(
+        f"  driver, GET + read of the {len(objects)} objects: one shared boto3 client {shared:.2f} s, "
+        f"a new client per object (as object_reader.S3Object does) {fresh:.2f} s"
+    )
+
+    if not args.what_if:
+        return
+    declared = f"s3events.ingest.target.{TARGET}.schema={SCHEMA_DDL}"
+    cores = spark.sparkContext.defaultParallelism
+    cases: list[tuple[str, tuple[str, ...], int | None]] = [
+        ("declared schema (no inference pass)", (declared,), None),
+        (f"{cores} output files (coalesce({cores}) instead of coalesce(1))", (), cores),
+        ("both of the above", (declared,), cores),
+    ]
+    for n, (label, extra, files_out) in enumerate(cases):
+        path = str(work / f"ours-what-if-{n}")
+        settings = ingest_settings(endpoint_url, metadata, path, args.files, *extra)
+        with target_file_bytes(-(-total_bytes // files_out) if files_out else None):
+            m = run_ours(settings, spark, rows)
+        print(f"what-if ours, {label}: {rate(total_bytes, rows, m.wall, m.cpu)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--files", type=int, default=40, help="objects (default 40)")
+    parser.add_argument("--lines", type=int, default=25_000, help="JSON lines per object (default 25000)")
+    parser.add_argument("--line-bytes", type=int, default=120, help="bytes per line (default 120)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
+    parser.add_argument("--no-profile", action="store_true", help="skip the step-by-step profile")
+    parser.add_argument(
+        "--what-if",
+        action="store_true",
+        help="also time ours with a declared schema and with as many output files as cores",
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.update(LOCAL_ENV)
+
+    from s3events.adapters.spark import get_spark
+
+    # The endpoint is stopped (and the temporary directory removed) before os._exit below.
+    with LocalEndpoint() as endpoint, tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmp:
+        work = Path(tmp)
+        options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
+        s3 = aws.client(options, "s3")
+        s3.create_bucket(Bucket=BUCKET)
+        local_dir = work / "local-copy"
+        local_dir.mkdir()
+        started = time.perf_counter()
+        objects = put_files(s3, args, local_dir)
+        metadata = str(work / "metadata")
+        write_metadata(metadata, objects)
+        total_bytes, rows = sum(o[2] for o in objects), args.files * args.lines
+        print(
+            f"data: {args.files} files x {args.lines} lines = {rows} rows, {total_bytes / 1e6:.1f} MB "
+            f"(PUT + metadata commit {time.perf_counter() - started:.1f} s)"
+        )
+
+        started = time.perf_counter()
+        spark = get_spark(
+            master="local[2]",
+            app_name="s3events-ingest-bench",
+            conf={"spark.ui.showConsoleProgress": "false"},  # progress bars only; no effect on speed
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        warm_up(spark, s3, endpoint.url, work)
+        print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load()}")
+        print(
+            f"ours: s3events.ingest.target.{TARGET}.max.files.per.batch={args.files} "
+            f"(one batch per round); MB = 10^6 bytes of source files"
+        )
+
+        results: dict[str, list[Measure]] = {"ours": [], "A": [], "B": []}
+        for r in range(1, args.rounds + 1):
+            settings = ingest_settings(endpoint.url, metadata, str(work / f"ours-{r}"), args.files)
+            results["ours"].append(run_ours(settings, spark, rows))
+            results["A"].append(run_baseline_a(s3, objects, str(work / f"a-{r}"), rows))
+            results["B"].append(run_baseline_b(spark, local_dir, str(work / f"b-{r}"), rows))
+            print(f"round {r}:", flush=True)
+            for k, label in LABELS.items():
+                m = results[k][-1]
+                print(f"  {label:46s} {rate(total_bytes, rows, m.wall, m.cpu)}", flush=True)
+            for name in ("ours", "a", "b"):  # each round's output was checked above; keep the disk small
+                shutil.rmtree(work / f"{name}-{r}", ignore_errors=True)
+
+        wall = {k: statistics.median(m.wall for m in v) for k, v in results.items()}
+        cpu = {k: statistics.median(m.cpu for m in v) for k, v in results.items()}
+        print("medians:")
+        for k, label in LABELS.items():
+            print(f"  {label:46s} {rate(total_bytes, rows, wall[k], cpu[k])}")
+        for base in ("A", "B"):
+            print(
+                f"ratio ours/{base}: throughput {wall[base] / wall['ours']:.2f} "
+                f"(CPU efficiency {cpu[base] / cpu['ours']:.2f})"
+            )
+        print(f"({load()})", flush=True)
+
+        if not args.no_profile:
+            profile(args, spark, s3, endpoint.url, metadata, work, objects)
+        sys.stdout.flush()
+        spark.stop()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter teardown (delta-rs readers can abort there; see ARCHITECTURE.md)
+
+
+if __name__ == "__main__":
+    main()

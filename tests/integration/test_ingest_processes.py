@@ -1,0 +1,436 @@
+"""Ingest as real OS processes: SIGKILL mid-run and resume, SIGTERM, spark-submit, exit codes.
+
+Every ingest here is the venv's `s3events` console script (or `spark-submit bin/s3events_main.py`) in a
+child process with its own Spark session, so what is checked is what an operator sees: the true exit
+code, the log lines, and the target tables on disk after the process is gone. A continuous ingest runs
+in its own process group, so a SIGKILL takes its JVM down with it (Spark's Python daemon notices and
+exits), as a container or OOM kill would. Kill points are conditions polled on the target table:
+right after a commit, and inside a batch whose executors have written Parquet files that no commit
+references yet.
+
+Each process starts its own Spark session (seconds each, far more on a busy machine), so this file keeps
+the number of processes and batches small.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from s3events.adapters.metadata_table import MetadataTable
+from s3events.adapters.target_table import TargetTable
+from s3events.events.model import ObjectEvent
+from s3events.events.record import EventRecord
+from s3events.ingest.model import Checkpoint
+from tests.conftest import REPO, Stack, read_table, run_cli
+
+pytestmark = pytest.mark.integration
+
+VENV_BIN = Path(sys.executable).parent
+S3EVENTS = VENV_BIN / "s3events"
+SPARK_SUBMIT = VENV_BIN / "spark-submit"
+
+FILES = 120
+LINES_PER_FILE = 3
+BATCH_FILES = 10
+
+
+def _batches(files: int) -> int:
+    """Data commits of a whole run: a batch never spans past BATCH_FILES entries (the version boundary
+    does not cut a batch short), so ceil(files / BATCH_FILES)."""
+    return -(-files // BATCH_FILES)
+
+
+def _expected(files: int) -> Counter[tuple[int, int]]:
+    return Counter({(i, n): 1 for i in range(files) for n in range(LINES_PER_FILE)})
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env.pop("PYSPARK_DRIVER_PYTHON", None)  # the driver must be the venv's python too
+    return env
+
+
+def _conf_args(pairs: Sequence[str]) -> list[str]:
+    return [arg for kv in pairs for arg in ("--conf", kv)]
+
+
+def _ingest_conf(stack: Stack, targets: dict[str, dict[str, object]]) -> list[str]:
+    """`--conf` pairs for the stack plus `targets` ({name: {key suffix with '__' for '.': value}})."""
+    # local[1]: a batch of a few small files is a handful of tiny tasks; one core runs them about twice
+    # as fast as two on a busy 2-CPU machine (measured), and a kill still lands mid-job.
+    conf: dict[str, object] = {"ingest__targets": ",".join(targets), "spark__master": "local[1]"}
+    for name, keys in targets.items():
+        conf.update({f"ingest__target__{name}__{k}": v for k, v in keys.items()})
+    return stack.conf(**conf)
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def _write_metadata_version(stack: Stack, keys: Sequence[str], s3: Any) -> int:
+    """One metadata commit (one version) holding an event per key, as one capture batch would write."""
+    now = datetime.now(UTC)
+    records = []
+    for key in keys:
+        etag = s3.head_object(Bucket=stack.bucket, Key=key)["ETag"].strip('"')
+        event = ObjectEvent(
+            bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=now, size=10, etag=etag
+        )
+        records.append(EventRecord(event=event, source="sqs", captured_at=now, message_id=key))
+    MetadataTable(stack.metadata_path, storage_options={}).commit(records, custom_metadata={})
+    return DeltaTable(stack.metadata_path).version()
+
+
+def _land_numbered_files(stack: Stack, s3: Any, files: int) -> int:
+    """PUT `files` JSON-lines files of unique (file, n) rows and record them in two metadata versions
+    (the first ~60% in version 1, the rest in version 2), so batches of BATCH_FILES cross a version
+    boundary and checkpoints carry both a version and a position inside the next version.
+    Returns the metadata table's latest version."""
+    keys = [f"n/{i:03d}.json" for i in range(files)]
+    for i, key in enumerate(keys):
+        body = _jsonl([{"file": i, "n": n} for n in range(LINES_PER_FILE)])
+        s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
+    split = files * 6 // 10 + 5  # not a multiple of BATCH_FILES: one batch spans both versions
+    _write_metadata_version(stack, keys[:split], s3)
+    return _write_metadata_version(stack, keys[split:], s3)
+
+
+def _version(path: str) -> int | None:
+    try:
+        return DeltaTable(path).version()
+    except TableNotFoundError:
+        return None
+
+
+def _lines(path: str) -> Counter[tuple[int, int]]:
+    return Counter((r["file"], r["n"]) for r in read_table(path))
+
+
+def _start(args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    """The real command in a child process that leads its own process group (its JVM and Spark's Python
+    workers are in that group too)."""
+    return subprocess.Popen(
+        [str(S3EVENTS), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+        env=_env(),
+        start_new_session=True,
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's process group (the child and everything it started)."""
+    with contextlib.suppress(ProcessLookupError):  # the group is gone already
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _uncommitted_parquet(path: str) -> set[str]:
+    """Data files in the target's directory that no commit references (an executor wrote them for a
+    batch whose commit has not happened, or never will)."""
+    on_disk = {str(p) for p in Path(path).rglob("*.parquet")}
+    return on_disk - _committed_files(path)  # listed first: a file committed meanwhile is no orphan
+
+
+def _committed_files(path: str) -> set[str]:
+    return {uri.removeprefix("file://") for uri in DeltaTable(path).file_uris()}
+
+
+def _after_commits(n: int) -> Callable[[str], bool]:
+    def reached(path: str) -> bool:
+        version = _version(path)
+        return version is not None and version >= n  # version 0 is the empty CREATE: n data commits
+
+    reached.__doc__ = f"after {n} data commit(s)"
+    return reached
+
+
+def _writing_after_commits(n: int) -> Callable[[str], bool]:
+    def reached(path: str) -> bool:
+        return _after_commits(n)(path) and bool(_uncommitted_parquet(path))
+
+    reached.__doc__ = f"after {n} data commits, while the next batch's Parquet files are not committed yet"
+    return reached
+
+
+def _wait_until(
+    condition: Callable[[str], bool],
+    path: str,
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    *,
+    last_version: int,
+    deadline_seconds: float = 200,
+) -> None:
+    """Poll `condition(path)` until it holds. Fail when the process ends, the target reaches
+    `last_version` (the run got to its end first) or the deadline passes."""
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        if condition(path):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"ingest exited ({proc.returncode}) before: {condition.__doc__}\n{log.read_text()}")
+        if (_version(path) or 0) >= last_version:
+            pytest.fail(f"the run finished before: {condition.__doc__}\n{log.read_text()}")
+        time.sleep(0.01)  # the polling interval of a condition with a deadline
+    pytest.fail(f"not reached in {deadline_seconds}s: {condition.__doc__}\n{log.read_text()}")
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Child processes a test started; any still running at the end are killed with their groups."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            _kill_group(proc)
+
+
+def _numbers_target(stack: Stack, target: str) -> list[str]:
+    return _ingest_conf(
+        stack, {"k": {"path": target, "format": "json", "max__files__per__batch": BATCH_FILES}}
+    )
+
+
+def _assert_committed_once(target: str, files: int) -> None:
+    """What is committed so far holds no line twice and is not everything yet."""
+    lines = _lines(target) if _version(target) is not None else Counter()
+    assert lines and max(lines.values()) == 1, lines
+    assert lines.keys() < _expected(files).keys(), "the process got to the end before it was stopped"
+
+
+def _assert_exactly_once_and_checkpointed(target: str, name: str, metadata_path: str, files: int) -> None:
+    assert _lines(target) == _expected(files)  # every (file, n) present, none twice
+    table = DeltaTable(target)
+    assert table.transaction_version(f"s3events.ingest/{name}") == DeltaTable(metadata_path).version()
+    assert table.transaction_version(f"s3events.ingest/{name}/position") == 0
+    versions = sorted(h["version"] for h in table.history())
+    assert versions == list(range(table.version() + 1))  # contiguous
+
+
+# ------------------------------------------------------------------------ 1. SIGKILL, resume, once
+
+
+# Two Spark processes and a dozen batches: well within 300 s on an idle machine, not on a busy one.
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "kill_when",
+    [_after_commits(1), _writing_after_commits(3)],
+    ids=["right-after-the-first-commit", "mid-batch-after-three-commits-with-parquet-written-not-committed"],
+)
+def test_continuous_ingest_sigkilled_mid_run_then_once_lands_every_line_exactly_once(
+    make_stack, s3, tmp_path, children, kill_when
+):
+    stack = make_stack()
+    _land_numbered_files(stack, s3, FILES)
+    target = str(tmp_path / "numbers")
+    conf = _numbers_target(stack, target)
+    log = tmp_path / "continuous.log"
+    proc = _start(["ingest", "--continuous", *_conf_args(conf)], log)
+    children.append(proc)
+
+    _wait_until(kill_when, target, proc, log, last_version=_batches(FILES))
+    _kill_group(proc)  # no clean shutdown: whatever was in flight is simply gone
+    assert proc.returncode == -signal.SIGKILL
+    _assert_committed_once(target, FILES)
+    orphans = _uncommitted_parquet(target)
+
+    resumed = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, FILES)
+    assert not orphans & _committed_files(target)  # the killed batch's files stay unreferenced
+
+
+# ---------------------------------------------------------------------------------- 2. SIGTERM
+
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "signum",
+    [
+        pytest.param(signal.SIGTERM, id="SIGTERM"),
+        pytest.param(signal.SIGINT, id="SIGINT"),
+    ],
+)
+def test_stop_signal_finishes_the_batch_in_hand_exits_0_and_once_finishes_the_rest_exactly_once(
+    make_stack, s3, tmp_path, children, signum
+):
+    files = 30  # 3 batches: the signal lands in the 2nd (or just before it), the 3rd is left for --once
+    stack = make_stack()
+    _land_numbered_files(stack, s3, files)
+    target = str(tmp_path / "numbers")
+    conf = _numbers_target(stack, target)
+    log = tmp_path / "continuous.log"
+    proc = _start(["ingest", "--continuous", *_conf_args(conf)], log)
+    children.append(proc)
+    _wait_until(_after_commits(1), target, proc, log, last_version=_batches(files))
+
+    proc.send_signal(signum)  # the process only, as a container runtime stops its PID 1 or `kill -INT`
+    code = proc.wait(timeout=120)
+
+    output = log.read_text()
+    assert code == 0, output
+    assert f"{signal.Signals(signum).name} received: finishing the batch in hand" in output
+    assert "ingest finished:" in output
+    _assert_committed_once(target, files)
+    assert not _uncommitted_parquet(target), "a batch was abandoned instead of finished"
+    rest = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+    assert rest.returncode == 0, rest.stderr
+    _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, files)
+
+
+# ----------------------------------------------------------------------------- 3. spark-submit
+
+
+def test_ingest_once_under_spark_submit_writes_the_target_and_exits_0(make_stack, s3, tmp_path):
+    stack = make_stack()
+    keys = ["ss/day one/a+b %.json", "ss/ü/€ 2.json"]
+    s3.put_object(Bucket=stack.bucket, Key=keys[0], Body=_jsonl([{"id": 1}, {"id": 2}]))
+    s3.put_object(Bucket=stack.bucket, Key=keys[1], Body=_jsonl([{"id": 3}]))
+    latest = _write_metadata_version(stack, keys, s3)
+    target = str(tmp_path / "ss")
+    conf = _ingest_conf(stack, {"s": {"path": target, "format": "json"}})
+
+    result = subprocess.run(
+        [
+            str(SPARK_SUBMIT),
+            "--master",
+            "local[1]",
+            "bin/s3events_main.py",
+            "ingest",
+            "--once",
+            *_conf_args(conf),
+        ],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+
+    output = result.stdout + result.stderr  # PythonRunner merges our stderr into its stdout
+    assert result.returncode == 0, output
+    assert "ingest batch: target=s files=2 rows=3" in result.stdout
+    rows = sorted(read_table(target), key=lambda r: r["id"])
+    assert [(r["id"], r["_source_file"], r["_source_line"]) for r in rows] == [
+        (1, f"s3://{stack.bucket}/{keys[0]}", 1),
+        (2, f"s3://{stack.bucket}/{keys[0]}", 2),
+        (3, f"s3://{stack.bucket}/{keys[1]}", 1),
+    ]
+    assert DeltaTable(target).transaction_version("s3events.ingest/s") == latest
+
+
+# ------------------------------------------------------------------------------- 4. exit codes
+
+
+def test_checkpoint_that_would_move_a_target_backwards_exits_2_with_one_line(make_stack, s3, tmp_path):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="c/1.json", Body=_jsonl([{"x": 1}]))
+    _write_metadata_version(stack, ["c/1.json"], s3)
+    s3.put_object(Bucket=stack.bucket, Key="c/2.json", Body=_jsonl([{"x": 2}]))
+    _write_metadata_version(stack, ["c/2.json"], s3)
+    target = str(tmp_path / "c")
+    # The target's checkpoint says metadata version 2 is fully ingested (as an ingest commit records it).
+    TargetTable(target, "s3events.ingest/c", storage_options={}).commit_append(
+        [],
+        schema=pa.schema([("x", pa.int64())]),
+        partition_by=(),
+        start=Checkpoint(-1, 0),
+        end=Checkpoint(2, 0),
+    )
+    version_before = DeltaTable(target).version()
+    conf = _ingest_conf(stack, {"c": {"path": target, "format": "json"}})
+
+    result = run_cli(["ingest", "--once", "--checkpoint", "0", *_conf_args(conf)], env=_env())
+
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "backwards" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert DeltaTable(target).version() == version_before
+    assert DeltaTable(target).transaction_version("s3events.ingest/c") == 2
+
+
+def test_checkpoint_refused_for_one_of_two_targets_names_that_target(tmp_path):
+    metadata = str(tmp_path / "metadata")
+    now = datetime.now(UTC)
+    for key in ("k1", "k2"):  # metadata versions 1 and 2 (no S3 needed: nothing is read)
+        event = ObjectEvent(
+            bucket="b", key=key, event_name="ObjectCreated:Put", event_time=now, size=1, etag=key
+        )
+        record = EventRecord(event=event, source="sqs", captured_at=now, message_id=key)
+        MetadataTable(metadata, storage_options={}).commit([record], custom_metadata={})
+    conf = [f"s3events.metadata.table.path={metadata}", "s3events.ingest.targets=behind,ahead"]
+    for name, version in (("behind", 1), ("ahead", 2)):
+        path = str(tmp_path / name)
+        TargetTable(path, f"s3events.ingest/{name}", storage_options={}).commit_append(
+            [], schema=pa.schema([("x", pa.int64())]), partition_by=(), start=Checkpoint(-1, 0),
+            end=Checkpoint(version, 0),
+        )  # fmt: skip
+        conf += [f"s3events.ingest.target.{name}.path={path}", f"s3events.ingest.target.{name}.format=json"]
+
+    result = run_cli(["ingest", "--once", "--checkpoint", "1", *_conf_args(conf)], env=_env())
+
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "backwards" in lines[0], result.stderr
+    assert "ahead" in lines[0], result.stderr
+
+
+def test_undeclared_target_name_exits_2_naming_it(make_stack, tmp_path):
+    stack = make_stack()
+    conf = _ingest_conf(stack, {"a": {"path": str(tmp_path / "a"), "format": "json"}})
+
+    result = run_cli(["ingest", "--once", "--target", "nosuch", *_conf_args(conf)], env=_env())
+
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "nosuch" in lines[0], result.stderr
+    assert not (tmp_path / "a").exists()
+
+
+def test_failing_target_makes_once_exit_1_while_the_other_target_is_written(make_stack, s3, tmp_path):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="a/1.json", Body=_jsonl([{"x": 1}, {"x": 2}]))
+    s3.put_object(Bucket=stack.bucket, Key="b/1.json", Body=_jsonl([{"y": 1}]))
+    latest = _write_metadata_version(stack, ["a/1.json", "b/1.json"], s3)
+    blocker = tmp_path / "file-in-the-way"
+    blocker.write_text("not a directory")
+    conf = _ingest_conf(
+        stack,
+        {
+            "a": {"path": str(tmp_path / "a"), "format": "json", "key__prefix": "a/"},
+            "b": {"path": str(blocker / "b"), "format": "json", "key__prefix": "b/"},
+        },
+    )
+
+    result = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+
+    assert result.returncode == 1, result.stderr
+    assert "s3events: target b failed" in result.stderr
+    assert "target a failed" not in result.stderr
+    assert sorted(r["x"] for r in read_table(str(tmp_path / "a"))) == [1, 2]
+    assert DeltaTable(str(tmp_path / "a")).transaction_version("s3events.ingest/a") == latest
+    assert blocker.read_text() == "not a directory"
