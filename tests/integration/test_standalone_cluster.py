@@ -54,14 +54,6 @@ SUBMIT_TIMEOUT_SECONDS = 180
 
 KEYS = ["cluster/day one/a+b %.json", "cluster/ü/€ 2.json"]
 
-MASTER_URL_BUG = (
-    "BUG: s3events ingest ignores spark-submit's --master. s3events/ingest/service.py:104 reads "
-    "s3events.spark.master (default local[*], s3events/config/keys.py:274-281) and :112 passes it to "
-    "get_spark(), whose SparkSession.builder.master(master) (s3events/adapters/spark.py:63) overrides the "
-    "spark.master that spark-submit put in the driver's SparkConf. So `spark-submit --master "
-    "spark://...|yarn|k8s://... bin/s3events_main.py ingest` silently runs local[*] inside the driver: "
-    "no application ever reaches the cluster. Workaround: also pass --conf s3events.spark.master=<same URL>"
-)
 
 
 @dataclass
@@ -212,7 +204,7 @@ def _spark_submit(
     }
     command = [
         str(SPARK_SUBMIT),
-        *("--master", cluster.master_url, "--deploy-mode", "client"),
+        *("--master", cluster.master_url, "--deploy-mode", "client", "--name", "s3events-ingest"),
         *[arg for kv in spark_conf.items() for arg in ("--conf", "=".join(kv))],
         str(script),
         *app_args,
@@ -285,10 +277,8 @@ def test_ingest_once_on_a_standalone_cluster_reads_on_the_worker_and_writes_the_
     target = str(tmp_path / "cluster-target")
     before = _app_ids(cluster)
 
-    # s3events.spark.master repeats --master: see MASTER_URL_BUG (the next test) for why it is needed.
-    code, output = _spark_submit(
-        cluster, _ingest_args(stack, target, spark__master=cluster.master_url), tmp_path / "submit.log"
-    )
+    # spark-submit's --master alone decides where the session runs (s3events.spark.master is unset).
+    code, output = _spark_submit(cluster, _ingest_args(stack, target), tmp_path / "submit.log")
 
     assert code == 0, output
     assert "ingest batch: target=c files=2 rows=3" in output  # PythonRunner: our stderr on its stdout
@@ -296,8 +286,8 @@ def test_ingest_once_on_a_standalone_cluster_reads_on_the_worker_and_writes_the_
     _assert_ran_on_the_cluster(cluster, before, output)
 
 
-# The session `s3events ingest` reads with, created as Ingest.spark creates it, then stopped: the cause of
-# MASTER_URL_BUG at the cost of one driver start (a whole `ingest --once` run would cost a minute more).
+# The session `s3events ingest` reads with, created as Ingest.spark creates it, then stopped: checks that
+# spark-submit's --master is kept at the cost of one driver start (a whole `ingest --once` costs more).
 SESSION_PROBE = """
 import sys
 
