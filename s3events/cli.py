@@ -66,6 +66,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="treat metadata versions <= VERSION as ingested and start after it (never moves backwards)",
     )
 
+    backfill = sub.add_parser("backfill", help="S3 listing → events the metadata table lacks (one pass)")
+    _add_config_args(backfill)
+    backfill.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="S3_URI",
+        help="list s3://bucket or s3://bucket/prefix (repeatable; default: s3events.backfill.sources)",
+    )
+    backfill.add_argument(
+        "--since", metavar="ISO8601", help="only objects last modified at or after this time (naive = UTC)"
+    )
+    backfill.add_argument(
+        "--until", metavar="ISO8601", help="only objects last modified before this time (naive = UTC)"
+    )
+    backfill.add_argument(
+        "--dry-run", action="store_true", help="print the counts and the first keys; write nothing"
+    )
+
+    status = sub.add_parser(
+        "status", help="queue depth, tables and per-target lag; exit 1 when unhealthy (a health check)"
+    )
+    _add_config_args(status)
+    status.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+
     demo = sub.add_parser("demo", help="run the pipeline end to end on an embedded local S3/SQS endpoint")
     demo.add_argument("--data-dir", default="demo-data", help="where the demo's Delta tables go")
     demo.add_argument("--files", type=int, default=20, help="how many sample files to PUT")
@@ -127,6 +152,37 @@ def run(argv: Sequence[str] | None = None) -> int:
                 for target, reason in sorted(totals.failed.items()):
                     print(f"s3events: target {target} failed: {reason}", file=sys.stderr)
                 return EXIT_FAILURE
+        elif args.command == "backfill":
+            from s3events.backfill import run_backfill
+            from s3events.backfill.command import backfill_request
+            from s3events.backfill.progress import terminal_progress
+            from s3events.runloop import StopFlag
+
+            request = backfill_request(args.source, since=args.since, until=args.until, dry_run=args.dry_run)
+            args.conf = [*args.conf, *request.conf_overrides]
+            settings = _load(args, "backfill")
+            stop = StopFlag()
+            stop.install_signal_handlers()
+            backfilled = run_backfill(
+                settings,
+                sources=request.sources,
+                options=request.options,
+                progress=terminal_progress(sys.stderr),  # None unless stderr is a terminal
+                stop=stop.is_set,
+            )
+            print("\n".join(backfilled.summary_lines()))
+            if backfilled.interrupted:
+                print("s3events: backfill stopped by a signal before it completed", file=sys.stderr)
+                return EXIT_FAILURE
+        elif args.command == "status":
+            from datetime import UTC, datetime
+
+            from s3events.status import gather_status, render_json, render_text
+
+            settings = _load(args, "status")
+            report = gather_status(settings, now=datetime.now(UTC))
+            print(render_json(report) if args.json else render_text(report))
+            return report.exit_code
         elif args.command == "demo":
             from s3events.demo import run_demo
 

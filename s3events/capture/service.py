@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from s3events.adapters import aws
 from s3events.adapters.metadata_table import MetadataTable, QuarantineTable
 from s3events.adapters.sqs import SqsQueue
+from s3events.backfill.periodic import PeriodicBackfill
 from s3events.capture.cycle import Capture, CaptureOptions, CycleResult
 from s3events.capture.receive import ReceiveLimits
 from s3events.config import Settings, keys
@@ -90,6 +91,7 @@ def run_capture(
         if min_interval_seconds is not None
         else settings.get(keys.CAPTURE_MIN_SYNC_INTERVAL_SECONDS)
     )
+    backfill = PeriodicBackfill.from_settings(settings, stop=stop.is_set)  # None when the interval is 0
     capture = build_capture(settings)
     totals = CaptureTotals()
     started = time.monotonic()
@@ -99,6 +101,8 @@ def run_capture(
         if result.received:
             log.info(result.log_line())
             totals.add(result)
+        if backfill is not None:
+            backfill.run_if_due()  # between cycles, in this thread: serialized with capture's commits
         return result
 
     try:

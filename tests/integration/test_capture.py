@@ -232,7 +232,8 @@ def test_malformed_messages_are_quarantined_and_good_ones_captured(make_stack, s
 
     assert sorted(r["key"] for r in metadata_rows(stack)) == sorted(good_keys)
     quarantined = read_table(stack.metadata_path + "_quarantine")
-    assert len(quarantined) == len(poison) == totals.poison
+    # moto may hand one message to two concurrent receivers: the quarantine (by message id) holds it once
+    assert len(quarantined) == len(poison) <= totals.poison
     assert Counter(q["raw_body"][:4096] for q in quarantined) == Counter(b[:4096] for b in poison)
     assert all(q["reason"] and q["message_id"] and q["receive_count"] >= 1 for q in quarantined)
     oversized = [q for q in quarantined if q["raw_body_bytes"] > 4096]

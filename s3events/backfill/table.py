@@ -1,0 +1,81 @@
+"""What a backfill pass needs of the metadata table: the ids it knows, insert-if-absent commits, and the
+time of the last completed pass (a Delta app transaction, `s3events.backfill` -> epoch seconds).
+
+Built on the metadata table's own adapters (`MetadataTable`, `delta`, `delta_commit`): commits go through
+the same insert-if-absent MERGE as capture's, so a capture committing the same object meanwhile is
+harmless, and commit conflicts are retried on fresh table state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from s3events.adapters import delta, delta_commit
+from s3events.adapters.metadata_table import (
+    METADATA_SCHEMA,
+    METADATA_SCHEMA_VERSION,
+    CommitResult,
+    MetadataTable,
+)
+from s3events.backfill.diff import EMPTY_IDS
+from s3events.backfill.model import APP_ID
+from s3events.events.record import EventRecord
+
+# The table properties MetadataTable creates the table with (used when a pass creates the table itself).
+_CONFIGURATION = {
+    delta.SCHEMA_VERSION_PROPERTY: str(METADATA_SCHEMA_VERSION),
+    delta.TABLE_KIND_PROPERTY: "metadata",
+    "delta.enableChangeDataFeed": "true",
+}
+
+
+class BackfillTable:
+    def __init__(
+        self, path: str, *, storage_options: Callable[[], Mapping[str, str]], commit_attempts: int = 10
+    ) -> None:
+        self.path = path
+        self._storage_options = storage_options
+        self._attempts = commit_attempts
+        self._metadata = MetadataTable(path, storage_options=storage_options, commit_attempts=commit_attempts)
+
+    def known_ids(self, buckets: Sequence[str]) -> pa.Table:
+        """The `event_id`s of created events in `buckets`: one Arrow column, nothing else read."""
+        table = delta.open_table(self.path, self._storage_options())
+        if table is None:
+            return EMPTY_IDS
+        delta.check_schema_version(table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION)
+        wanted = pc.field("bucket").isin(list(buckets)) & (pc.field("event_kind") == "created")
+        return table.to_pyarrow_dataset().to_table(columns=["event_id"], filter=wanted)
+
+    def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:
+        """Insert the records the table does not hold (MERGE on event_id, conflicts retried)."""
+        return self._metadata.commit(records, custom_metadata=custom_metadata)
+
+    def last_completed(self) -> int | None:
+        """Epoch seconds of the last completed pass; None when none was recorded (or no table yet)."""
+        stored = delta_commit.transaction_versions(self.path, [APP_ID], self._storage_options())
+        return stored[APP_ID]
+
+    def record_completion(self, epoch_seconds: int, *, custom_metadata: Mapping[str, str]) -> tuple[int, int]:
+        """Commit the completion time as the app transaction, alone (no data). Never moves it backwards.
+        Returns (recorded epoch seconds, table version)."""
+
+        @delta.retry_conflicts(self._attempts)
+        def attempt() -> tuple[int, int]:
+            value = max(epoch_seconds, self.last_completed() or 0)
+            version = delta_commit.commit_files(
+                self.path,
+                [],
+                schema=METADATA_SCHEMA,
+                partition_by=[],
+                storage_options=self._storage_options(),
+                transactions={APP_ID: value},
+                configuration=_CONFIGURATION,
+                custom_metadata=custom_metadata,
+            )
+            return value, version
+
+        return attempt()
