@@ -103,6 +103,43 @@ def run_cli(args: Sequence[str], *, timeout: float = 180, env: dict[str, str] | 
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+# Keys that need care at every boundary: spaces, '+', '%', '=', unicode, nested prefixes.
+TRICKY_KEYS = [
+    "plain.json",
+    "with space/and more spaces.json",
+    "plus+sign/a+b.json",
+    "percent%25/100%.json",
+    "equals/dt=2026-11-22/h=05/part=1.json",
+    "ünïcødé/日本語/файл.json",
+    "deeply/nested/prefix/a/b/c/d/e/f.json",
+    "mixed + %2F literal/x=y&z.json",
+    "trailing space .json",
+    "emoji/🙂.json",
+]
+
+
+def write_metadata_version(stack: Stack, keys: Sequence[str], s3: Any) -> int:
+    """One metadata commit (one version) holding an event per key, as one capture batch would write it."""
+    from datetime import UTC, datetime
+
+    from deltalake import DeltaTable
+
+    from s3events.adapters.metadata_table import MetadataTable
+    from s3events.events.model import ObjectEvent
+    from s3events.events.record import EventRecord
+
+    now = datetime.now(UTC)
+    records = []
+    for key in keys:
+        etag = s3.head_object(Bucket=stack.bucket, Key=key)["ETag"].strip('"')
+        event = ObjectEvent(
+            bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=now, size=10, etag=etag
+        )
+        records.append(EventRecord(event=event, source="sqs", captured_at=now, message_id=key))
+    MetadataTable(stack.metadata_path, storage_options={}).commit(records, custom_metadata={})
+    return DeltaTable(stack.metadata_path).version()
+
+
 def read_table(path: str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
     from deltalake import DeltaTable
 

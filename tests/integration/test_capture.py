@@ -16,22 +16,10 @@ from s3events.adapters.sqs import SqsQueue
 from s3events.capture.heartbeat import VisibilityHeartbeat
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
-from tests.conftest import EVENTS_DIR, Stack, read_table, run_cli
+from tests.conftest import EVENTS_DIR, TRICKY_KEYS, Stack, read_table, run_cli
 
 pytestmark = pytest.mark.integration
 
-TRICKY_KEYS = [
-    "plain.json",
-    "with space/and more spaces.json",
-    "plus+sign/a+b.json",
-    "percent%25/100%.json",
-    "equals/dt=2026-11-22/h=05/part=1.json",
-    "ünïcødé/日本語/файл.json",
-    "deeply/nested/prefix/a/b/c/d/e/f.json",
-    "mixed + %2F literal/x=y&z.json",
-    "trailing space .json",
-    "emoji/🙂.json",
-]
 
 
 def capture_once(stack: Stack, **extra: object) -> Any:

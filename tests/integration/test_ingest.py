@@ -6,21 +6,17 @@ import gzip
 import io
 import json
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3events.adapters.metadata_table import MetadataTable
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
 from s3events.errors import CheckpointError
-from s3events.events.model import ObjectEvent
-from s3events.events.record import EventRecord
 from s3events.ingest.service import Ingest, run_ingest
-from tests.conftest import Stack, read_table
+from tests.conftest import Stack, read_table, write_metadata_version
 
 pytestmark = pytest.mark.integration
 
@@ -88,17 +84,6 @@ def test_every_format_lands_exactly_once_with_lineage(make_stack, s3, spark, tmp
     assert [(r["id"], r["name"], r["_source_line"]) for r in p] == [(10, "p", 0), (11, "q", 1), (12, "r", 2)]
 
 
-def _write_metadata_version(stack: Stack, keys: list[str], s3: Any) -> None:
-    """One metadata commit (one version) holding an event per key, like a capture batch would."""
-    now = datetime.now(UTC)
-    records = []
-    for key in keys:
-        etag = s3.head_object(Bucket=stack.bucket, Key=key)["ETag"].strip('"')
-        event = ObjectEvent(
-            bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=now, size=10, etag=etag
-        )
-        records.append(EventRecord(event=event, source="sqs", captured_at=now, message_id=key))
-    MetadataTable(stack.metadata_path, storage_options={}).commit(records, custom_metadata={})
 
 
 def test_one_version_of_500_files_in_batches_of_37_lands_every_line_once_across_restarts(
@@ -108,7 +93,7 @@ def test_one_version_of_500_files_in_batches_of_37_lands_every_line_once_across_
     keys = [f"bulk/{i:03d}.json" for i in range(500)]
     for i, key in enumerate(keys):
         s3.put_object(Bucket=stack.bucket, Key=key, Body=jsonl([{"file": i, "n": 0}, {"file": i, "n": 1}]))
-    _write_metadata_version(stack, keys, s3)
+    write_metadata_version(stack, keys, s3)
     target = str(tmp_path / "bulk")
     settings = settings_for(stack, {"b": target_conf("b", target, "json", max__files__per__batch=37)})
 

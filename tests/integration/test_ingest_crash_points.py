@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from s3events.adapters.spark_ingest import run_batch
 from s3events.ingest.plan import plan
 from s3events.ingest.service import Ingest
-from tests.conftest import read_table
-from tests.integration.test_ingest import _write_metadata_version, jsonl, settings_for, target_conf
+from tests.conftest import read_table, write_metadata_version
+from tests.integration.test_ingest import jsonl, settings_for, target_conf
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def shared_stack(make_stack, s3):
     for i, key in enumerate(keys):
         body = jsonl([{"file": i, "n": 0}, {"file": i, "n": 1}]) + b"{not json\n"
         s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
-    _write_metadata_version(stack, keys, s3)
+    write_metadata_version(stack, keys, s3)
     return stack
 
 

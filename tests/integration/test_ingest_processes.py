@@ -37,7 +37,7 @@ from s3events.adapters.target_table import TargetTable
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.ingest.model import Checkpoint
-from tests.conftest import REPO, Stack, read_table, run_cli
+from tests.conftest import REPO, Stack, read_table, run_cli, write_metadata_version
 
 pytestmark = pytest.mark.integration
 
@@ -87,18 +87,6 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
-def _write_metadata_version(stack: Stack, keys: Sequence[str], s3: Any) -> int:
-    """One metadata commit (one version) holding an event per key, as one capture batch would write."""
-    now = datetime.now(UTC)
-    records = []
-    for key in keys:
-        etag = s3.head_object(Bucket=stack.bucket, Key=key)["ETag"].strip('"')
-        event = ObjectEvent(
-            bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=now, size=10, etag=etag
-        )
-        records.append(EventRecord(event=event, source="sqs", captured_at=now, message_id=key))
-    MetadataTable(stack.metadata_path, storage_options={}).commit(records, custom_metadata={})
-    return DeltaTable(stack.metadata_path).version()
 
 
 def _land_numbered_files(stack: Stack, s3: Any, files: int) -> int:
@@ -111,8 +99,8 @@ def _land_numbered_files(stack: Stack, s3: Any, files: int) -> int:
         body = _jsonl([{"file": i, "n": n} for n in range(LINES_PER_FILE)])
         s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
     split = files * 6 // 10 + 5  # not a multiple of BATCH_FILES: one batch spans both versions
-    _write_metadata_version(stack, keys[:split], s3)
-    return _write_metadata_version(stack, keys[split:], s3)
+    write_metadata_version(stack, keys[:split], s3)
+    return write_metadata_version(stack, keys[split:], s3)
 
 
 def _version(path: str) -> int | None:
@@ -309,7 +297,7 @@ def test_ingest_once_under_spark_submit_writes_the_target_and_exits_0(make_stack
     keys = ["ss/day one/a+b %.json", "ss/ü/€ 2.json"]
     s3.put_object(Bucket=stack.bucket, Key=keys[0], Body=_jsonl([{"id": 1}, {"id": 2}]))
     s3.put_object(Bucket=stack.bucket, Key=keys[1], Body=_jsonl([{"id": 3}]))
-    latest = _write_metadata_version(stack, keys, s3)
+    latest = write_metadata_version(stack, keys, s3)
     target = str(tmp_path / "ss")
     conf = _ingest_conf(stack, {"s": {"path": target, "format": "json"}})
 
@@ -348,9 +336,9 @@ def test_ingest_once_under_spark_submit_writes_the_target_and_exits_0(make_stack
 def test_checkpoint_that_would_move_a_target_backwards_exits_2_with_one_line(make_stack, s3, tmp_path):
     stack = make_stack()
     s3.put_object(Bucket=stack.bucket, Key="c/1.json", Body=_jsonl([{"x": 1}]))
-    _write_metadata_version(stack, ["c/1.json"], s3)
+    write_metadata_version(stack, ["c/1.json"], s3)
     s3.put_object(Bucket=stack.bucket, Key="c/2.json", Body=_jsonl([{"x": 2}]))
-    _write_metadata_version(stack, ["c/2.json"], s3)
+    write_metadata_version(stack, ["c/2.json"], s3)
     target = str(tmp_path / "c")
     # The target's checkpoint says metadata version 2 is fully ingested (as an ingest commit records it).
     TargetTable(target, "s3events.ingest/c", storage_options={}).commit_append(
@@ -415,7 +403,7 @@ def test_failing_target_makes_once_exit_1_while_the_other_target_is_written(make
     stack = make_stack()
     s3.put_object(Bucket=stack.bucket, Key="a/1.json", Body=_jsonl([{"x": 1}, {"x": 2}]))
     s3.put_object(Bucket=stack.bucket, Key="b/1.json", Body=_jsonl([{"y": 1}]))
-    latest = _write_metadata_version(stack, ["a/1.json", "b/1.json"], s3)
+    latest = write_metadata_version(stack, ["a/1.json", "b/1.json"], s3)
     blocker = tmp_path / "file-in-the-way"
     blocker.write_text("not a directory")
     conf = _ingest_conf(
