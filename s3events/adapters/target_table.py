@@ -162,15 +162,20 @@ class TargetTable:
                 )
 
     def _commit_properties(self, end: Checkpoint) -> CommitProperties:
-        return CommitProperties(
-            app_transactions=[
-                Transaction(app, version) for app, version in to_transactions(self.app_id, end).items()
-            ],
-            custom_metadata={
+        return _checkpoint_properties(
+            self.app_id,
+            end,
+            {
                 "s3events.writer": "ingest",
                 "s3events.checkpoint": f"{end.version}:{end.position}",
             },
         )
+
+
+def _checkpoint_properties(app_id: str, end: Checkpoint, custom_metadata: dict[str, str]) -> CommitProperties:
+    """Commit properties carrying the checkpoint `end` as the app transactions of `app_id`."""
+    transactions = [Transaction(app, version) for app, version in to_transactions(app_id, end).items()]
+    return CommitProperties(app_transactions=transactions, custom_metadata=custom_metadata)
 
 
 def _sql_string(value: str) -> str:
@@ -200,12 +205,7 @@ class ErrorTable:
         if stored is not None and stored >= end:
             log.info("error rows of this batch are already in %s (replay); not written again", self.path)
             return 0
-        properties = CommitProperties(
-            app_transactions=[
-                Transaction(app, version) for app, version in to_transactions(self.app_id, end).items()
-            ],
-            custom_metadata={"s3events.writer": "ingest-errors"},
-        )
+        properties = _checkpoint_properties(self.app_id, end, {"s3events.writer": "ingest-errors"})
         table = delta.open_or_create(
             self.path, errors.schema, kind="errors", schema_version=1, storage_options=self._storage_options
         )

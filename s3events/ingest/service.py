@@ -115,6 +115,10 @@ class Ingest:
             self._spark = get_spark(master=self._spark_master, app_name="s3events-ingest")
         return self._spark
 
+    def freeze_at_latest(self) -> None:
+        """--once: ingest only what the metadata table holds now, not what arrives meanwhile."""
+        self.up_to = self._feed.latest_version()
+
     def run_once(self) -> CycleResult:
         result = CycleResult()
         latest = self._feed.latest_version()
@@ -290,7 +294,7 @@ def run_ingest(
         else settings.get(keys.INGEST_MIN_SYNC_INTERVAL_SECONDS)
     )
     if once:
-        ingest.up_to = ingest._feed.latest_version()  # every change present at start, no more
+        ingest.freeze_at_latest()  # every change present at start, no more
     totals = IngestTotals()
 
     def step() -> CycleResult:
