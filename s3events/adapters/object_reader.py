@@ -46,6 +46,7 @@ LINEAGE_FIELDS = (
     pa.field("_source_line", pa.int64()),
     pa.field("_event_time", _TS),
 )
+INGESTED_AT = "_ingested_at"  # added by the ingest job, after the lineage columns above
 LINE_SCHEMA = pa.schema([*LINEAGE_FIELDS, pa.field("value", pa.string()), pa.field("_error", pa.string())])
 
 NOT_FOUND = "object not found (404): it was deleted before ingest"
@@ -262,7 +263,7 @@ def read_parquet(
                 return
             except (pa.ArrowException, OSError) as exc:
                 raise ObjectReadError(file.uri, f"corrupt Parquet data after row {row}: {exc}") from exc
-            lineage = _lineage(file, obj.etag, row, batch.num_rows)
+            lineage = lineage_columns(file, obj.etag, row, batch.num_rows)
             row += batch.num_rows
             schema = pa.schema([*batch.schema, *LINEAGE_FIELDS])
             yield pa.RecordBatch.from_arrays([*batch.columns, *lineage], schema=schema)
@@ -302,7 +303,7 @@ def _event_time(file: FileRef) -> datetime:
     return file.event_time if file.event_time.tzinfo else file.event_time.replace(tzinfo=UTC)
 
 
-def _lineage(file: FileRef, etag: str | None, first: int | None, n: int) -> list[pa.Array]:
+def lineage_columns(file: FileRef, etag: str | None, first: int | None, n: int) -> list[pa.Array]:
     if first is None:
         lines = pa.nulls(n, pa.int64())
     else:
@@ -323,12 +324,12 @@ def _line_batch(
     n = len(values)
     error_column = errors if errors is not None else pa.nulls(n, pa.string())
     return pa.RecordBatch.from_arrays(
-        [*_lineage(file, etag, first, n), values, error_column], schema=LINE_SCHEMA
+        [*lineage_columns(file, etag, first, n), values, error_column], schema=LINE_SCHEMA
     )
 
 
 def _error_batch(file: FileRef, etag: str | None, reason: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
-        [*_lineage(file, etag, None, 1), pa.nulls(1, pa.string()), pa.array([reason], pa.string())],
+        [*lineage_columns(file, etag, None, 1), pa.nulls(1, pa.string()), pa.array([reason], pa.string())],
         schema=LINE_SCHEMA,
     )

@@ -159,6 +159,47 @@ def write_data_file(
     )
 
 
+def write_partitioned(
+    table: pa.Table,
+    *,
+    table_uri: str,
+    schema: pa.Schema,
+    options: AwsOptions,
+    partition_by: tuple[str, ...],
+) -> list[WrittenFile]:
+    """`table` as one file per distinct combination of partition values (one file when unpartitioned)."""
+    if table.num_rows == 0:
+        return []
+    groups: list[tuple[dict[str, str | None], pa.Table]] = []
+    if partition_by:
+        keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
+        for values in keys:
+            mask = None
+            for column, value in values.items():
+                cond = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
+                mask = cond if mask is None else pc.and_(mask, cond)
+            part = {k: None if v is None else str(v) for k, v in values.items()}
+            groups.append((part, table.filter(mask)))
+    else:
+        groups.append(({}, table))
+    files = []
+    for values, part in groups:
+        written = write_data_file(
+            part.to_batches(), table_uri=table_uri, schema=schema, options=options, partition_values=values
+        )
+        if written is not None:
+            files.append(written)
+    return files
+
+
+def remove_data_files(table_uri: str, files: Iterable[WrittenFile], options: AwsOptions) -> None:
+    """Best effort: delete written but never committed files (readers never see them either way)."""
+    filesystem, root = _filesystem(table_uri, options)
+    for f in files:
+        with contextlib.suppress(Exception):
+            filesystem.delete_file(f"{root}/{f.path}")
+
+
 def _filesystem(table_uri: str, options: AwsOptions) -> tuple[pafs.FileSystem, str]:
     if not table_uri.startswith("s3://"):
         return pafs.LocalFileSystem(), os.path.abspath(table_uri.removeprefix("file://"))

@@ -6,8 +6,8 @@ Executors reach S3 through boto3 (object_reader) because Spark here has no S3A; 
 
 from __future__ import annotations
 
+import logging
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,19 +23,27 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from s3events.adapters.aws import AwsOptions
-from s3events.adapters.object_reader import LINE_SCHEMA, ObjectReadError, read_lines, read_parquet
+from s3events.adapters.object_reader import (
+    INGESTED_AT,
+    LINE_SCHEMA,
+    LINEAGE_FIELDS,
+    ObjectReadError,
+    read_lines,
+    read_parquet,
+)
 from s3events.adapters.parquet_files import (
     WRITTEN_FILE_DDL,
     WrittenFile,
     from_row,
-    write_data_file,
+    write_partitioned,
     written_files_batch,
 )
+from s3events.adapters.spark_files import file_refs, files_frame
+from s3events.adapters.spark_json import describe, known_columns, run_fast
 from s3events.ingest.model import Batch, FileRef
-from s3events.ingest.target import TargetSpec
+from s3events.ingest.target import TargetSpec, key_path_pattern
 
-LINEAGE = ["_source_file", "_source_etag", "_source_line", "_event_time"]
-INGESTED_AT = "_ingested_at"
+LINEAGE = [f.name for f in LINEAGE_FIELDS]
 CORRUPT = "_corrupt_record"
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -50,11 +58,9 @@ ERROR_SCHEMA = pa.schema(
         pa.field(INGESTED_AT, _TS),
     ]
 )
-_FILE_DDL = (
-    "bucket string, key string, etag string, version_id string, size bigint, event_time timestamp, "
-    "event_id string, event_kind string, commit_version bigint"
-)
+log = logging.getLogger(__name__)
 _TARGET_FILE_BYTES = 256 << 20  # aim for output files of about this size
+_MIN_SHARED_BYTES = 32 << 20  # below this per core, one task writes (no tiny files for small batches)
 
 
 @dataclass
@@ -76,12 +82,50 @@ def run_batch(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> BatchOutput:
-    files = _files_frame(spark, batch.files)
+    existing = _arrow_schema(from_arrow_schema(existing_schema)) if existing_schema is not None else None
+    declared = _declared(target)
+    known = (
+        known_columns(target, _arrow_schema(declared) if declared is not None else None, existing)
+        if target.json_fast_path
+        else None
+    )
+    if known is None:
+        return _run_on_spark(spark, batch.files, target, existing, aws, ingested_at)
+    fast = run_fast(
+        spark,
+        batch.files,
+        target,
+        known=known,
+        declared=declared is not None,
+        existing=existing,
+        aws=aws,
+        ingested_at=ingested_at,
+    )
+    if not fast.rest:
+        assert fast.schema is not None
+        return BatchOutput(fast.schema, ERROR_SCHEMA.empty_table(), fast.rows, fast.files)
+    log.info("target %s: %s", target.name, describe(fast))
+    out = _run_on_spark(spark, fast.rest, target, fast.schema if fast.files else existing, aws, ingested_at)
+    out.files = [*fast.files, *out.files]
+    out.rows += fast.rows
+    return out
+
+
+def _run_on_spark(
+    spark: SparkSession,
+    files: tuple[FileRef, ...],
+    target: TargetSpec,
+    existing_schema: pa.Schema | None,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> BatchOutput:
+    """The general path: every format, every line through Spark (from_json / from_csv / text)."""
+    frame = files_frame(spark, files)
     cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
     if target.format == "parquet":
-        good, bad = _read_parquet(spark, files, aws, existing_schema)
+        good, bad = _read_parquet(spark, frame, aws, existing_schema)
     else:
-        lines = files.mapInArrow(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
+        lines = frame.mapInArrow(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
         cached.append(lines.persist(StorageLevel.MEMORY_AND_DISK))
         good, bad = _parse_lines(spark, cached[0], target, existing_schema, cached)
     try:
@@ -107,7 +151,7 @@ def run_batch(
             out.merge_rows = latest.toArrow().cast(schema)
             out.rows = out.merge_rows.num_rows
         else:
-            out.files = _write(good, target, schema, aws, batch.total_bytes)
+            out.files = _write(good, target, schema, aws, sum(f.size or 0 for f in files))
             out.rows = sum(f.num_records for f in out.files)
         return out
     finally:
@@ -115,33 +159,8 @@ def run_batch(
             frame.unpersist()
 
 
-def _files_frame(spark: SparkSession, files: tuple[FileRef, ...]) -> DataFrame:
-    rows = [
-        (
-            f.bucket,
-            f.key,
-            f.etag,
-            f.version_id,
-            f.size,
-            f.event_time,
-            f.event_id,
-            f.event_kind,
-            f.commit_version,
-        )
-        for f in files
-    ]
-    slices = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4))
-    return spark.createDataFrame(spark.sparkContext.parallelize(rows, slices), _FILE_DDL)
-
-
-def _file_refs(batches: Iterator[pa.RecordBatch]) -> Iterator[FileRef]:
-    for record_batch in batches:
-        for row in record_batch.to_pylist():
-            yield FileRef(**row)
-
-
 def _read_lines_partition(batches: Iterator[pa.RecordBatch], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
-    for ref in _file_refs(batches):
+    for ref in file_refs(batches):
         yield from read_lines(ref, aws)
 
 
@@ -301,7 +320,7 @@ def _parquet_schema_partition(
     batches: Iterator[pa.RecordBatch], *, aws: AwsOptions
 ) -> Iterator[pa.RecordBatch]:
     out: list[dict[str, Any]] = []
-    for ref in _file_refs(batches):
+    for ref in file_refs(batches):
         try:
             first = next(read_parquet(ref, aws, batch_rows=1), None)
             schema = first.schema if first is not None else None
@@ -320,7 +339,7 @@ def _parquet_schema_partition(
 def _read_parquet_partition(
     batches: Iterator[pa.RecordBatch], *, aws: AwsOptions, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    for ref in _file_refs(batches):
+    for ref in file_refs(batches):
         try:
             for record_batch in read_parquet(ref, aws):
                 columns = [
@@ -338,12 +357,15 @@ def _read_parquet_partition(
 
 
 def _with_key_partitions(df: DataFrame, partition_by: tuple[str, ...]) -> DataFrame:
-    """Partition columns absent from the records are parsed from the key path (`.../dt=2026-11-22/...`)."""
+    """Partition columns are filled from the key path (`.../dt=2026-11-22/...`) where records lack them."""
+    types = dict(df.dtypes)
     for name in partition_by:
-        if name not in df.columns:
-            pattern = rf"(?:^|/){re.escape(name)}=([^/]+)/"
-            value = F.regexp_extract("_source_file", pattern, 1)
-            df = df.withColumn(name, F.when(value == "", F.lit(None)).otherwise(value))
+        value = F.regexp_extract("_source_file", key_path_pattern(name), 1)
+        from_key = F.when(value == "", F.lit(None)).otherwise(value)
+        if name not in types:
+            df = df.withColumn(name, from_key)
+        elif types[name] == "string":  # a column the table already has, absent from these records
+            df = df.withColumn(name, F.coalesce(F.col(f"`{name}`"), from_key))
     return df
 
 
@@ -381,7 +403,10 @@ def _write(
     if target.partition_by:
         df = df.repartition(*[F.col(f"`{p}`") for p in target.partition_by])
     else:
-        df = df.coalesce(max(1, math.ceil(total_bytes / _TARGET_FILE_BYTES)))
+        # Files of about _TARGET_FILE_BYTES, but every core busy once there is enough to share.
+        cores = df.sparkSession.sparkContext.defaultParallelism
+        shared = min(cores, math.ceil(total_bytes / _MIN_SHARED_BYTES))
+        df = df.coalesce(max(1, shared, math.ceil(total_bytes / _TARGET_FILE_BYTES)))
     written = df.mapInArrow(
         partial(
             _write_partition, table_uri=target.path, schema=schema, aws=aws, partition_by=target.partition_by
@@ -399,27 +424,15 @@ def _write_partition(
     aws: AwsOptions,
     partition_by: tuple[str, ...],
 ) -> Iterator[pa.RecordBatch]:
-    table = pa.Table.from_batches(list(batches))
-    if table.num_rows == 0:
+    received = list(batches)
+    if not received:
         return
-    groups: list[tuple[dict[str, str | None], pa.Table]] = []
-    if partition_by:
-        keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
-        for values in keys:
-            mask = None
-            for column, value in values.items():
-                cond = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
-                mask = cond if mask is None else pc.and_(mask, cond)
-            part = {k: None if v is None else str(v) for k, v in values.items()}
-            groups.append((part, table.filter(mask)))
-    else:
-        groups.append(({}, table))
-    files = []
-    for values, part in groups:
-        written = write_data_file(
-            part.to_batches(), table_uri=table_uri, schema=schema, options=aws, partition_values=values
-        )
-        if written is not None:
-            files.append(written)
+    files = write_partitioned(
+        pa.Table.from_batches(received),
+        table_uri=table_uri,
+        schema=schema,
+        options=aws,
+        partition_by=partition_by,
+    )
     if files:
         yield written_files_batch(files)

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 
 from s3events.config.registry import (
     NAME_PATTERN,
+    BoolType,
     ChoiceType,
     FloatType,
     IntType,
@@ -62,6 +63,7 @@ __all__ = [
     "TARGET_GLOB",
     "TARGET_IGNORE_PREFIX",
     "TARGET_IGNORE_SUBSTRING",
+    "TARGET_JSON_FAST_PATH",
     "TARGET_KEY_PREFIX",
     "TARGET_MAX_BYTES_PER_BATCH",
     "TARGET_MAX_FILES_PER_BATCH",
@@ -124,8 +126,7 @@ AWS_ENDPOINT_URL: Key[str | None] = Key(
 QUEUE_URL: Key[str | None] = Key(
     name="s3events.source.queue.url",
     type=UrlType(),
-    doc="URL of the SQS queue that receives the S3 event notifications (direct, SNS-wrapped or "
-    "EventBridge).",
+    doc="URL of the SQS queue that receives the S3 event notifications (direct, SNS-wrapped or EventBridge).",
     required_for=_CAPTURE,
     group="Source queue",
 )
@@ -345,8 +346,7 @@ TARGET_GLOB: Key[str | None] = _target(
 TARGET_SCHEMA: Key[str | None] = _target(
     "schema",
     type=StrType(),
-    doc="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP' (unset = inferred from the "
-    "files).",
+    doc="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP' (unset = inferred from the files).",
 )
 TARGET_READER_OPTIONS: Key[Mapping[str, str]] = _target(
     "reader.options",
@@ -354,6 +354,14 @@ TARGET_READER_OPTIONS: Key[Mapping[str, str]] = _target(
     default=_NO_OPTIONS,
     doc="Extra Spark reader options as comma-separated k=v pairs, e.g. header=true,sep=; (values cannot "
     "contain ',').",
+)
+TARGET_JSON_FAST_PATH: Key[bool] = _target(
+    "json.fast.path",
+    type=BoolType(),
+    default=True,
+    doc="json format: parse clean files whole with pyarrow on the executors (several times faster); "
+    "files it cannot parse exactly as Spark would still take the line-by-line path. false = every "
+    "file takes the line path.",
 )
 TARGET_MODE: Key[TargetMode] = _target(
     "mode",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ class TargetSpec:
     error_table_path: str
     schema_ddl: str | None = None
     reader_options: Mapping[str, str] | None = None
+    json_fast_path: bool = True
     mode: keys.TargetMode = "append"
     record_key: tuple[str, ...] = ()
     ordering_field: str | None = None
@@ -31,6 +33,16 @@ class TargetSpec:
     def app_id(self) -> str:
         """The Delta app-transaction id of this target's checkpoint."""
         return f"s3events.ingest/{self.name}"
+
+
+def key_path_pattern(column: str) -> str:
+    """The regex (Java and Python alike) whose group 1 is `column`'s value in a key path `.../col=v/...`."""
+    return rf"(?:^|/){re.escape(column)}=([^/]+)/"
+
+
+def key_path_value(uri: str, column: str) -> str | None:
+    found = re.search(key_path_pattern(column), uri)
+    return found.group(1) if found else None
 
 
 def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetSpec]:
@@ -62,6 +74,7 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 error_table_path=settings.require_for(name, keys.TARGET_ERROR_TABLE_PATH),
                 schema_ddl=settings.get_for(name, keys.TARGET_SCHEMA),
                 reader_options=dict(settings.get_for(name, keys.TARGET_READER_OPTIONS)),
+                json_fast_path=settings.get_for(name, keys.TARGET_JSON_FAST_PATH),
                 mode=settings.get_for(name, keys.TARGET_MODE),
                 record_key=settings.get_for(name, keys.TARGET_RECORD_KEY),
                 ordering_field=settings.get_for(name, keys.TARGET_ORDERING_FIELD),

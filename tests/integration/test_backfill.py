@@ -41,7 +41,6 @@ from tests.conftest import TRICKY_KEYS, Stack, read_table, run_cli
 pytestmark = pytest.mark.integration
 
 
-
 @pytest.fixture
 def filtered_stack(aws_options: aws.AwsOptions, endpoint: LocalEndpoint, tmp_path: Path) -> Stack:
     """A bucket whose notification covers only `notified/`: objects under `quiet/` reach no queue."""

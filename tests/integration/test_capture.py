@@ -21,7 +21,6 @@ from tests.conftest import EVENTS_DIR, TRICKY_KEYS, Stack, read_table, run_cli
 pytestmark = pytest.mark.integration
 
 
-
 def capture_once(stack: Stack, **extra: object) -> Any:
     settings = load_settings(None, stack.conf(**extra))
     settings.validate_for("capture")

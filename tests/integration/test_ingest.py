@@ -84,8 +84,6 @@ def test_every_format_lands_exactly_once_with_lineage(make_stack, s3, spark, tmp
     assert [(r["id"], r["name"], r["_source_line"]) for r in p] == [(10, "p", 0), (11, "q", 1), (12, "r", 2)]
 
 
-
-
 def test_one_version_of_500_files_in_batches_of_37_lands_every_line_once_across_restarts(
     make_stack, s3, spark, tmp_path
 ):

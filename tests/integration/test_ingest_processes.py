@@ -87,8 +87,6 @@ def _jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
-
-
 def _land_numbered_files(stack: Stack, s3: Any, files: int) -> int:
     """PUT `files` JSON-lines files of unique (file, n) rows and record them in two metadata versions
     (the first ~60% in version 1, the rest in version 2), so batches of BATCH_FILES cross a version
@@ -251,7 +249,6 @@ def test_continuous_ingest_sigkilled_mid_run_then_once_lands_every_line_exactly_
 
 
 # ---------------------------------------------------------------------------------- 2. SIGTERM
-
 
 
 @pytest.mark.timeout(600)

@@ -55,7 +55,6 @@ SUBMIT_TIMEOUT_SECONDS = 180
 KEYS = ["cluster/day one/a+b %.json", "cluster/ü/€ 2.json"]
 
 
-
 @dataclass
 class Cluster:
     master_url: str  # spark://127.0.0.1:<port>

@@ -21,11 +21,14 @@ s3events.source.queue.url=http://127.0.0.1:5000/123456789012/q
 s3events.metadata.table.path=s3://bucket/tables/metadata
 """
 
-ONE_TARGET = MINIMAL + """\
+ONE_TARGET = (
+    MINIMAL
+    + """\
 s3events.ingest.targets=events
 s3events.ingest.target.events.path=s3://bucket/tables/events
 s3events.ingest.target.events.format=json
 """
+)
 
 
 def props(tmp_path: Path, text: str) -> Path:
@@ -99,7 +102,10 @@ def test_key_set_twice_in_one_file_is_an_error(tmp_path: Path) -> None:
 
 
 def test_java_properties_syntax_is_honoured(tmp_path: Path) -> None:
-    text = MINIMAL + "! comment\ns3events.backfill.sources = s3://aaa/x, \\\n    s3://bbb\ns3events.log.level:ERROR\n"
+    text = (
+        MINIMAL
+        + "! comment\ns3events.backfill.sources = s3://aaa/x, \\\n    s3://bbb\ns3events.log.level:ERROR\n"
+    )
     settings = load_text(tmp_path, text)
     assert settings.get(keys.BACKFILL_SOURCES) == ("s3://aaa/x", "s3://bbb")
     assert settings.get(keys.LOG_LEVEL) == "ERROR"
@@ -205,7 +211,10 @@ def test_out_of_range_int_names_key_value_and_range(tmp_path: Path) -> None:
         ("s3events.source.queue.max.batch.seconds=0.05", "0.05 is out of range; allowed 0.1..3600"),
         ("s3events.source.queue.max.batch.seconds=nan", "'nan' is not a finite number"),
         ("s3events.capture.commit.max.attempts=1.5", "'1.5' is not an integer"),
-        ("s3events.aws.endpoint.url=ftp://host", "'ftp://host' is not a valid URL; allowed an http:// or https://"),
+        (
+            "s3events.aws.endpoint.url=ftp://host",
+            "'ftp://host' is not a valid URL; allowed an http:// or https://",
+        ),
         ("s3events.backfill.sources=s3://okay,gs://no", "'gs://no' is not an S3 URI"),
         ("s3events.ingest.targets=a,a", "'a' is listed twice"),
         ("s3events.ingest.targets=bad.name", "'bad.name' is not valid"),
@@ -234,7 +243,9 @@ def test_bad_choice_lists_the_allowed_values(tmp_path: Path) -> None:
     assert "allowed delete, redrive" in str(err)
 
 
-@pytest.mark.parametrize("path", ["s3a://bucket/meta", "gs://bucket/meta", "abfss://c@a.dfs/x", "file:///tmp/x"])
+@pytest.mark.parametrize(
+    "path", ["s3a://bucket/meta", "gs://bucket/meta", "abfss://c@a.dfs/x", "file:///tmp/x"]
+)
 def test_bad_table_path_scheme_is_rejected(tmp_path: Path, path: str) -> None:
     err = error_of(tmp_path, f"s3events.metadata.table.path={path}\n")
     assert err.key == "s3events.metadata.table.path"
@@ -434,8 +445,9 @@ def test_redacted_dict_hides_secret_values(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_secret_values_are_not_echoed_in_errors() -> None:
-    number: Key[int | None] = Key(name="s3events.test.pin", type=keys.QUEUE_LONG_POLL_WAIT.type, doc="Pin.",
-                                  secret=True)
+    number: Key[int | None] = Key(
+        name="s3events.test.pin", type=keys.QUEUE_LONG_POLL_WAIT.type, doc="Pin.", secret=True
+    )
     with pytest.raises(ConfigError) as caught:
         number.parse("s3cr3t")
     assert "s3cr3t" not in str(caught.value)

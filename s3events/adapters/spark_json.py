@@ -1,0 +1,231 @@
+"""The fast path of a JSON-lines append batch: each executor task fetches its files, parses each whole
+with pyarrow (arrow_json), adds lineage and writes Parquet, all in one Python pass per task.
+
+What the fast path cannot do exactly is handed back: files arrow_json declines go to the line path
+(spark_ingest) in the same batch, and when the tasks' inferred types disagree with each other (a new
+column that is an integer in one task and a double in another) every fast file is discarded and the
+whole batch takes the line path, whose inference sees all files at once. Both paths give the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+
+from s3events.adapters.arrow_json import fast_path_supports, is_spark_like, read_json_lines
+from s3events.adapters.aws import AwsOptions
+from s3events.adapters.object_reader import INGESTED_AT, LINEAGE_FIELDS
+from s3events.adapters.parquet_files import (
+    WRITTEN_FILE_SCHEMA,
+    WrittenFile,
+    from_row,
+    remove_data_files,
+    to_row,
+    write_partitioned,
+)
+from s3events.adapters.spark_files import file_refs, files_frame
+from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec, key_path_value
+
+_TS = pa.timestamp("us", tz="UTC")
+_TASK_BYTES = 128 << 20  # source bytes per task: one output file each, at least one task per core
+_FLUSH_BYTES = 256 << 20  # Arrow bytes a task holds before it writes a file
+_OUT_SCHEMA = pa.schema(
+    [
+        *[f.with_nullable(True) for f in WRITTEN_FILE_SCHEMA],
+        pa.field("schema", pa.binary()),  # the written table's schema (null-typed columns included)
+        pa.field("event_id", pa.string()),  # a file for the line path ...
+        pa.field("reason", pa.string()),  # ... and why
+    ]
+)
+_OUT_DDL = (
+    "path string, size bigint, num_records bigint, partition_values string, modification_time bigint, "
+    "stats string, schema binary, event_id string, reason string"
+)
+_FIXED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
+
+
+@dataclass
+class FastResult:
+    files: list[WrittenFile] = field(default_factory=list)
+    schema: pa.Schema | None = None  # the table schema the written files belong to
+    rest: tuple[FileRef, ...] = ()  # files for the line path
+    reasons: dict[str, str] = field(default_factory=dict)  # uri -> why it takes the line path
+
+    @property
+    def rows(self) -> int:
+        return sum(f.num_records for f in self.files)
+
+
+def known_columns(
+    target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None
+) -> pa.Schema | None:
+    """The data columns with fixed types for the fast path, or None when the batch cannot take it."""
+    if target.format != "json" or target.mode != "append" or target.reader_options:
+        return None
+    if declared is not None:
+        known = declared
+    elif existing is not None:
+        known = pa.schema([f for f in existing if f.name not in _FIXED])
+    else:
+        known = pa.schema([])
+    return known if fast_path_supports(known) else None
+
+
+def run_fast(
+    spark: SparkSession,
+    files: tuple[FileRef, ...],
+    target: TargetSpec,
+    *,
+    known: pa.Schema,
+    declared: bool,
+    existing: pa.Schema | None,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> FastResult:
+    total = sum(f.size or 0 for f in files)
+    tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
+    task = partial(
+        _fast_partition,
+        aws=aws,
+        known=known,
+        declared=declared,
+        table_uri=target.path,
+        partition_by=target.partition_by,
+        ingested_at=ingested_at,
+    )
+    rows = [r.asDict() for r in files_frame(spark, files, tasks).mapInArrow(task, _OUT_DDL).collect()]
+    written = [from_row(r) for r in rows if r["path"] is not None]
+    declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
+    schema = _table_schema(
+        existing,
+        known,
+        [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]],
+        target.partition_by,
+    )
+    if schema is None:  # the tasks disagree on a type: let the line path infer over all files
+        remove_data_files(target.path, written, aws)
+        return FastResult(rest=files, reasons={f.uri: "types differ between files" for f in files})
+    rest = tuple(f for f in files if f.event_id in declined)
+    return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest})
+
+
+def _table_schema(
+    existing: pa.Schema | None,
+    known: pa.Schema,
+    written: list[pa.Schema],
+    partition_by: tuple[str, ...],
+) -> pa.Schema | None:
+    """The table schema after the fast files, ordered as the line path orders it; None on a conflict."""
+    types: dict[str, set[pa.DataType]] = {}
+    for schema in written:
+        for f in schema:
+            types.setdefault(f.name, set()).add(f.type)
+    resolved: dict[str, pa.DataType] = {}
+    for name, found in types.items():
+        real = {t for t in found if not pa.types.is_null(t)}
+        if len(real) > 1:
+            return None
+        resolved[name] = real.pop() if real else pa.string()  # Spark infers string for all-null
+    base = list(existing) if existing is not None else [*LINEAGE_FIELDS, *known]
+    for f in base:
+        if f.name in resolved and resolved[f.name] != f.type and f.name not in _FIXED:
+            return None
+    names = {f.name for f in base}
+    new_data = sorted(n for n in resolved if n not in names and n not in _FIXED and n not in partition_by)
+    new_partitions = [n for n in partition_by if n not in names and n in resolved]
+    tail = [] if INGESTED_AT in names else [pa.field(INGESTED_AT, _TS)]
+    fields = [*base, *[pa.field(n, resolved[n]) for n in [*new_data, *new_partitions]], *tail]
+    return pa.schema([f.with_nullable(True) for f in fields])
+
+
+# -- inside executors ----------------------------------------------------------------------------------
+
+
+def _fast_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    aws: AwsOptions,
+    known: pa.Schema,
+    declared: bool,
+    table_uri: str,
+    partition_by: tuple[str, ...],
+    ingested_at: datetime,
+) -> Iterator[pa.RecordBatch]:
+    out: list[dict[str, object]] = []
+    pending: list[tuple[FileRef, pa.Table]] = []
+    held = 0
+    for ref in file_refs(batches):
+        parsed = read_json_lines(ref, aws, known=known, declared=declared)
+        if parsed.table is None:
+            out.append({"event_id": ref.event_id, "reason": parsed.reason})
+            continue
+        table = _finish(parsed.table, ref.uri, partition_by, ingested_at)
+        pending.append((ref, table))
+        held += table.nbytes
+        if held >= _FLUSH_BYTES:
+            out.extend(_flush(pending, table_uri, aws, partition_by))
+            pending, held = [], 0
+    out.extend(_flush(pending, table_uri, aws, partition_by))
+    yield pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
+
+
+def _finish(table: pa.Table, uri: str, partition_by: tuple[str, ...], ingested_at: datetime) -> pa.Table:
+    """Partition columns from the key path where the records lack them, and the ingestion time."""
+    n = table.num_rows
+    for name in partition_by:
+        value = pa.repeat(pa.scalar(key_path_value(uri, name), pa.string()), n)
+        if name not in table.column_names:
+            table = table.append_column(name, value)
+        else:
+            index = table.column_names.index(name)
+            column = table.column(index)
+            if pa.types.is_null(column.type):
+                table = table.set_column(index, name, value)
+            elif pa.types.is_string(column.type):
+                table = table.set_column(index, name, pc.coalesce(column, value))
+    return table.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, _TS), n))
+
+
+def _flush(
+    pending: list[tuple[FileRef, pa.Table]], table_uri: str, aws: AwsOptions, partition_by: tuple[str, ...]
+) -> list[dict[str, object]]:
+    if not pending:
+        return []
+    try:
+        # Files of one task may differ in columns (each has its own); an integer column of one file
+        # and a double column of another become double, as Spark's inference would have it.
+        table = pa.concat_tables([t for _, t in pending], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return _declined(pending, f"types differ between files: {exc}")
+    odd = [f.name for f in table.schema if f.name not in _FIXED and not is_spark_like(f.type)]
+    if odd:  # e.g. structs merged in an order Spark would not give
+        return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
+    schema_bytes = table.schema.serialize().to_pybytes()
+    # An all-null column has no type yet: the table decides it; the file simply lacks the column.
+    stored = table.select([f.name for f in table.schema if not pa.types.is_null(f.type)])
+    files = write_partitioned(
+        stored, table_uri=table_uri, schema=stored.schema, options=aws, partition_by=partition_by
+    )
+    return [{**to_row(f), "schema": schema_bytes} for f in files]
+
+
+def _declined(pending: list[tuple[FileRef, pa.Table]], reason: str) -> list[dict[str, object]]:
+    return [{"event_id": ref.event_id, "reason": reason} for ref, _ in pending]
+
+
+def describe(result: FastResult) -> str:
+    """For the log: how many files took each path, and the commonest reasons."""
+    counts: dict[str, int] = {}
+    for reason in result.reasons.values():
+        counts[reason] = counts.get(reason, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    return json.dumps({"fast_files": len(result.files), "line_path": len(result.rest), "reasons": dict(top)})
