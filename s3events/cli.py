@@ -186,7 +186,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         elif args.command == "demo":
             from s3events.demo import run_demo
 
-            run_demo(data_dir=args.data_dir, files=args.files)
+            return run_demo(data_dir=args.data_dir, files=args.files)
         return EXIT_OK
     except ConfigError as exc:
         print(f"s3events: configuration error: {exc}", file=sys.stderr)
