@@ -1,7 +1,7 @@
 """Ingest throughput (MB/s, rows/s) against two baselines, on the same JSON-lines files in the same run.
 
     .venv/bin/python benchmarks/ingest_throughput.py [--files 40] [--lines 25000] [--line-bytes 120]
-        [--rounds 3] [--no-profile] [--what-if]
+        [--rounds 3] [--no-line-path]
 
 Set-up (not timed): a moto_server endpoint (`LocalEndpoint`, a child process), one bucket, `--files`
 objects of `--lines` JSON lines of about `--line-bytes` bytes each, PUT into it. The metadata table gets
@@ -14,10 +14,15 @@ Measured, per round, in this order (MB = 10^6 bytes of source files):
 
 - **ours**: `run_ingest(settings, once=True, spark=spark)` into a fresh local target path (json format,
   schema inferred, append mode): change feed → plan → executors GET the objects from moto (mapInArrow,
-  boto3, `IfMatch`) → split lines → parse → Parquet written by the executors → one delta-rs commit with
-  the checkpoint. `s3events.ingest.target.bench.max.files.per.batch` is `--files` (and
-  max.bytes.per.batch is 1 TiB), so one round is exactly one batch. Its output also carries the lineage
+  boto3, `IfMatch`) → JSON fast path (each task parses its files whole with pyarrow, adds lineage,
+  writes Parquet) → one delta-rs commit with the checkpoint. The data's `ts` strings look like
+  timestamps, so each file is parsed twice (pyarrow infers a timestamp; Spark keeps a string).
+  `s3events.ingest.target.bench.max.files.per.batch` is `--files` (and max.bytes.per.batch is 1 TiB), so
+  one round is exactly one batch. Its output also carries the lineage
   columns (`_source_file`, `_source_etag`, `_source_line`, `_event_time`, `_ingested_at`).
+- **ours, line path** (unless `--no-line-path`): the same with `json.fast.path=false`: lines split on
+  the executors, parsed by Spark's from_json (schema inference first), then written; what every file
+  the fast path declines goes through.
 - **baseline A** ("pyarrow read from the same endpoint + write_deltalake"): one process, sequentially:
   boto3 `get_object` of each object from the same moto endpoint, `pyarrow.json.read_json`,
   `pa.concat_tables`, `deltalake.write_deltalake` to a fresh local path. No lineage, no error handling.
@@ -29,21 +34,14 @@ only the console progress bar is turned off) serves ours and baseline B. Start-u
 session runs a tiny job, a tiny mapInArrow job, and each contender once on two small files of its own
 first. Every round's row count is checked. Per round and as medians it prints wall time, MB/s, rows/s
 and the CPU seconds of this process tree (the Spark JVM, its Python workers and the moto_server are all
-children of this process), then the ratios ours/A and ours/B of throughput and of CPU efficiency, and
-the load average: other work on a shared machine moves wall times much more than CPU seconds (which
-are indicative only: they come from /proc and miss processes that end outside this tree).
-
-Unless `--no-profile`, one more ingest of the same files then runs a copy of the call sequence of
-`Ingest._run_batch` / `spark_ingest.run_batch` with a timer around each step (each Spark step forced by
-an action: the persisted lines are counted first), and times the per-object boto3 client that the read
-step opens. `--what-if` adds ours rounds with a declared schema and with as many output files as cores
-(spark_ingest's output file size goal patched in this process only).
+children of this process), then the ratios ours/A, ours/B and ours/line path of throughput and of CPU
+efficiency, and the load average: other work on a shared machine moves wall times much more than CPU
+seconds (which are indicative only: they come from /proc and miss processes that end outside this tree).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import logging
 import os
@@ -54,7 +52,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +71,7 @@ BUCKET = "bench-ingest"
 TARGET = "bench"
 LABELS = {
     "ours": "ours: run_ingest (moto S3 -> Spark -> Delta)",
+    "lines": "ours, json.fast.path=false (line path)",
     "A": "A: boto3 + pyarrow.json + write_deltalake",
     "B": "B: spark.read.json(local) + write.parquet",
 }
@@ -239,105 +237,6 @@ def run_baseline_b(spark: Any, local_dir: Path, target: str, expected_rows: int)
     return measured
 
 
-# -- profile: a copy of Ingest._run_batch / spark_ingest.run_batch with a timer per step -----------------
-
-
-class Steps:
-    """Wall and CPU seconds (process tree) per named step."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, tuple[float, float]] = {}
-        self._wall, self._cpu = time.perf_counter(), tree_cpu_seconds()
-
-    def lap(self, name: str) -> None:
-        wall, cpu = time.perf_counter(), tree_cpu_seconds()
-        self.seconds[name] = (wall - self._wall, cpu - self._cpu)
-        self._wall, self._cpu = wall, cpu
-
-
-def profiled_ingest(settings: Settings, spark: Any) -> tuple[Steps, int]:
-    """The call sequence of one ingest batch, each Spark step forced by an action so it can be timed."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from s3events.adapters import spark_ingest as si
-    from s3events.adapters.object_reader import LINE_SCHEMA
-    from s3events.ingest.plan import plan
-    from s3events.ingest.service import Ingest
-
-    steps = Steps()
-    ingest = Ingest(settings, spark=spark)
-    state = ingest._targets[0]
-    spec = state.spec
-    latest = ingest._feed.latest_version()
-    assert latest is not None
-    start = ingest._position(state, latest)
-    changes = ingest._feed.changes_after(start.version, up_to=latest)
-    batch = plan(
-        start,
-        changes.rows,
-        route=spec.route,
-        limits=spec.limits,
-        include_removals=False,
-        latest_version=changes.latest_version,
-    )
-    assert batch is not None and len(batch.files) == len(changes.rows), "profile expects one batch"
-    existing = state.table.schema()
-    steps.lap("1 driver: change feed + plan + target schema (delta-rs)")
-
-    files = si._files_frame(spark, batch.files)
-    lines = files.mapInArrow(
-        partial(si._read_lines_partition, aws=ingest._aws), from_arrow_schema(LINE_SCHEMA)
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    lines.count()
-    steps.lap("2 read: GET objects + split lines (mapInArrow) into the persisted cache")
-
-    good, bad = si._parse_lines(spark, lines, spec, existing)
-    steps.lap("3 schema inference over every line (_parse_lines -> _json_schema)")
-
-    ingested_at = datetime.now(UTC)
-    good = si._with_key_partitions(good, spec.partition_by)
-    good = good.withColumn(si.INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
-    good = si._align(good, existing)
-    schema = si._arrow_schema(good.schema)
-    errors = (
-        bad.withColumn(si.INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
-        .select(*[f.name for f in si.ERROR_SCHEMA])
-        .toArrow()
-    )
-    steps.lap("4 error rows: bad.toArrow() (from_json over every line to find the bad ones)")
-
-    written = si._write(good, spec, schema, ingest._aws, batch.total_bytes)
-    rows = sum(f.num_records for f in written)
-    steps.lap(f"5 parse + write Parquet (from_json, mapInArrow writer, {len(written)} file(s))")
-    lines.unpersist()
-
-    state.errors.record(errors.cast(si.ERROR_SCHEMA), end=batch.end)
-    state.table.commit_append(
-        written, schema=schema, partition_by=spec.partition_by, start=batch.start, end=batch.end
-    )
-    steps.lap("6 delta-rs commit (data + checkpoint)")
-    return steps, rows
-
-
-@contextlib.contextmanager
-def target_file_bytes(value: int | None) -> Iterator[None]:
-    """What-if: spark_ingest's output file size goal (it decides `coalesce(n)` before the write), patched
-    in this process only, for one round. None: unchanged."""
-    from s3events.adapters import spark_ingest as si
-
-    if value is None or not hasattr(si, "_TARGET_FILE_BYTES"):
-        yield
-        return
-    saved = si._TARGET_FILE_BYTES
-    si._TARGET_FILE_BYTES = value
-    try:
-        yield
-    finally:
-        si._TARGET_FILE_BYTES = saved
-
-
 # -- main ---------------------------------------------------------------------------------------------------
 
 
@@ -370,73 +269,13 @@ def load() -> str:
     return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
 
 
-def profile(
-    args: argparse.Namespace,
-    spark: Any,
-    s3: Any,
-    endpoint_url: str,
-    metadata: str,
-    work: Path,
-    objects: list[tuple[str, str, int]],
-) -> None:
-    total_bytes, rows = sum(o[2] for o in objects), args.files * args.lines
-    settings = ingest_settings(endpoint_url, metadata, str(work / "ours-profile"), args.files)
-    started = time.perf_counter()
-    steps, got = profiled_ingest(settings, spark)
-    total = time.perf_counter() - started
-    if got != rows:
-        raise SystemExit(f"profile: {got} rows of {rows}")
-    print(f"profile of one ours batch, step by step ({total:.2f} s in all, {load()}):")
-    cpu_total = sum(c for _, c in steps.seconds.values())
-    print(f"  {'wall':>17s} {'cpu':>17s}")
-    for name, (wall, cpu) in steps.seconds.items():
-        shares = f"{wall:6.2f} s {100 * wall / total:5.1f} %  {cpu:6.2f} s {100 * cpu / cpu_total:5.1f} %"
-        print(f"  {shares}  {name}")
-
-    # The read step's fixed cost per object: object_reader opens one boto3 client per object.
-    options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint_url)
-    started = time.perf_counter()
-    for key, _etag, _size in objects:
-        s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-    shared = time.perf_counter() - started
-    started = time.perf_counter()
-    for key, _etag, _size in objects:
-        aws.client(options, "s3").get_object(Bucket=BUCKET, Key=key)["Body"].read()
-    fresh = time.perf_counter() - started
-    print(
-        f"  driver, GET + read of the {len(objects)} objects: one shared boto3 client {shared:.2f} s, "
-        f"a new client per object (as object_reader.S3Object does) {fresh:.2f} s"
-    )
-
-    if not args.what_if:
-        return
-    declared = f"s3events.ingest.target.{TARGET}.schema={SCHEMA_DDL}"
-    cores = spark.sparkContext.defaultParallelism
-    cases: list[tuple[str, tuple[str, ...], int | None]] = [
-        ("declared schema (no inference pass)", (declared,), None),
-        (f"{cores} output files (coalesce({cores}) instead of coalesce(1))", (), cores),
-        ("both of the above", (declared,), cores),
-    ]
-    for n, (label, extra, files_out) in enumerate(cases):
-        path = str(work / f"ours-what-if-{n}")
-        settings = ingest_settings(endpoint_url, metadata, path, args.files, *extra)
-        with target_file_bytes(-(-total_bytes // files_out) if files_out else None):
-            m = run_ours(settings, spark, rows)
-        print(f"what-if ours, {label}: {rate(total_bytes, rows, m.wall, m.cpu)}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--files", type=int, default=40, help="objects (default 40)")
     parser.add_argument("--lines", type=int, default=25_000, help="JSON lines per object (default 25000)")
     parser.add_argument("--line-bytes", type=int, default=120, help="bytes per line (default 120)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
-    parser.add_argument("--no-profile", action="store_true", help="skip the step-by-step profile")
-    parser.add_argument(
-        "--what-if",
-        action="store_true",
-        help="also time ours with a declared schema and with as many output files as cores",
-    )
+    parser.add_argument("--no-line-path", action="store_true", help="skip the line-path contender")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
@@ -475,33 +314,43 @@ def main() -> int:
             f"(one batch per round); MB = 10^6 bytes of source files"
         )
 
-        results: dict[str, list[Measure]] = {"ours": [], "A": [], "B": []}
+        labels = {k: v for k, v in LABELS.items() if not (k == "lines" and args.no_line_path)}
+        results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):
             settings = ingest_settings(endpoint.url, metadata, str(work / f"ours-{r}"), args.files)
             results["ours"].append(run_ours(settings, spark, rows))
+            if "lines" in results:
+                line_path = f"s3events.ingest.target.{TARGET}.json.fast.path=false"
+                settings = ingest_settings(
+                    endpoint.url, metadata, str(work / f"lines-{r}"), args.files, line_path
+                )
+                results["lines"].append(run_ours(settings, spark, rows))
             results["A"].append(run_baseline_a(s3, objects, str(work / f"a-{r}"), rows))
             results["B"].append(run_baseline_b(spark, local_dir, str(work / f"b-{r}"), rows))
             print(f"round {r}:", flush=True)
-            for k, label in LABELS.items():
+            for k, label in labels.items():
                 m = results[k][-1]
                 print(f"  {label:46s} {rate(total_bytes, rows, m.wall, m.cpu)}", flush=True)
-            for name in ("ours", "a", "b"):  # each round's output was checked above; keep the disk small
+            for name in (
+                "ours",
+                "lines",
+                "a",
+                "b",
+            ):  # each round's output was checked above; keep the disk small
                 shutil.rmtree(work / f"{name}-{r}", ignore_errors=True)
 
         wall = {k: statistics.median(m.wall for m in v) for k, v in results.items()}
         cpu = {k: statistics.median(m.cpu for m in v) for k, v in results.items()}
         print("medians:")
-        for k, label in LABELS.items():
+        for k, label in labels.items():
             print(f"  {label:46s} {rate(total_bytes, rows, wall[k], cpu[k])}")
-        for base in ("A", "B"):
+        for base in [b for b in ("A", "B", "lines") if b in results]:
             print(
                 f"ratio ours/{base}: throughput {wall[base] / wall['ours']:.2f} "
                 f"(CPU efficiency {cpu[base] / cpu['ours']:.2f})"
             )
         print(f"({load()})", flush=True)
 
-        if not args.no_profile:
-            profile(args, spark, s3, endpoint.url, metadata, work, objects)
         sys.stdout.flush()
         spark.stop()
     sys.stdout.flush()

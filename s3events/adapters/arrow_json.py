@@ -10,8 +10,8 @@ Exactness conditions, each cheap to check on the whole buffer:
 - UTF-8 throughout (pyarrow does not check; the line path reports each invalid line);
 - no blank lines (pyarrow skips them silently, which would shift line numbers), and as many rows as
   lines (so no line held two objects);
-- no integer literal beyond 64 bits (pyarrow falls back to a double, losing digits; Spark infers a
-  decimal);
+- no integer literal beyond 64 bits where a column is inferred as double (pyarrow falls back to a
+  double, losing digits; Spark infers a decimal);
 - inferred types normalised the way Spark's JSON inference does it: temporal-looking strings stay
   strings, all-null becomes string (a top-level all-null column stays null until the table types it),
   struct fields sorted by name; a type with no Spark counterpart
@@ -35,10 +35,12 @@ from s3events.errors import TransientError
 from s3events.ingest.model import FileRef
 
 MAX_OBJECT_BYTES = 128 << 20  # decompressed; larger objects stream through the line path
-_BLOCK_BYTES = 8 << 20  # pyarrow wants each line within one block: a longer line takes the line path
+_BLOCK_BYTES = 1 << 20  # pyarrow parses blocks in parallel; a longer line is retried as one block
 _BOM = b"\xef\xbb\xbf"
-_BLANK_LINE = re.compile(rb"(?:\A|\n)[ \t\r]*(?:\n|\Z)")
-_BIG_INTEGER = re.compile(rb"[:\[,]\s*-?\d{19,}")  # may hit inside strings: then the line path, still exact
+_BLANK_INSIDE = re.compile(rb"\n[ \t\r]*\n")  # starts with a literal: scans at memchr speed
+_WHITESPACE = b" \t\r"
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_DIGIT_RUN = b"0" * 19  # 19 digits can exceed 64 bits
 _RESERVED = {f.name for f in LINEAGE_FIELDS} | {"_ingested_at", "_corrupt_record"}
 # Types whose pyarrow parse matches Spark's from_json; a table with other column types uses the line path.
 _PLAIN = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()}
@@ -57,7 +59,14 @@ def fast_path_supports(schema: pa.Schema) -> bool:
     return all(_plain(f.type) for f in schema)
 
 
-def read_json_lines(file: FileRef, options: AwsOptions, *, known: pa.Schema, declared: bool) -> JsonFile:
+def read_json_lines(
+    file: FileRef,
+    options: AwsOptions,
+    *,
+    known: pa.Schema,
+    declared: bool,
+    hints: dict[str, pa.DataType] | None = None,
+) -> JsonFile:
     """Read and parse one JSON-lines object (gzip/zstd by extension) for the fast path.
 
     `known` holds the data columns whose types are fixed (the table's, or the declared schema);
@@ -79,13 +88,23 @@ def read_json_lines(file: FileRef, options: AwsOptions, *, known: pa.Schema, dec
     data = _decompressed(raw, codec_for_key(file.key))
     if data is None:
         return JsonFile(None, "compressed data is corrupt or too large")
-    return parse_json_lines(data, file, etag, known=known, declared=declared)
+    return parse_json_lines(data, file, etag, known=known, declared=declared, hints=hints)
 
 
 def parse_json_lines(
-    data: bytes, file: FileRef, etag: str | None, *, known: pa.Schema, declared: bool
+    data: bytes,
+    file: FileRef,
+    etag: str | None,
+    *,
+    known: pa.Schema,
+    declared: bool,
+    hints: dict[str, pa.DataType] | None = None,
 ) -> JsonFile:
-    """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it."""
+    """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it.
+
+    `hints` (shared by the files of one task, updated here) remembers columns whose inferred type had
+    to be corrected (a timestamp-looking string), so later files are parsed once instead of twice.
+    """
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     body = data[:-1] if data.endswith(b"\n") else data
@@ -95,7 +114,7 @@ def parse_json_lines(
     if reason:
         return JsonFile(None, reason)
     try:
-        table = _parse(data, known, declared)
+        table = _parse(data, known, declared, {} if hints is None else hints)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         return JsonFile(None, f"pyarrow: {exc}")
     if isinstance(table, str):
@@ -126,33 +145,56 @@ def _shape_problem(body: bytes) -> str | None:
         pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, buffer]).cast(pa.large_string())
     except pa.ArrowInvalid:
         return "not valid UTF-8"
-    if _BLANK_LINE.search(body):
+    newline = body.find(b"\n")
+    first, last = body if newline < 0 else body[:newline], body[body.rfind(b"\n") + 1 :]
+    if not first.strip(_WHITESPACE) or not last.strip(_WHITESPACE) or _BLANK_INSIDE.search(body):
         return "has blank lines"
-    if _BIG_INTEGER.search(body):
-        return "may hold an integer beyond 64 bits"
     return None
 
 
-def _parse(data: bytes, known: pa.Schema, declared: bool) -> pa.Table | str:
-    def parse(explicit: pa.Schema | None, unexpected: str) -> pa.Table:
+def _read(data: bytes, explicit: pa.Schema | None, unexpected: str) -> pa.Table:
+    def read(block_size: int) -> pa.Table:
         return pajson.read_json(
             pa.BufferReader(data),
-            read_options=pajson.ReadOptions(block_size=_BLOCK_BYTES),
+            read_options=pajson.ReadOptions(block_size=block_size),
             parse_options=pajson.ParseOptions(explicit_schema=explicit, unexpected_field_behavior=unexpected),
         )
 
+    try:
+        return read(_BLOCK_BYTES)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc) or len(data) <= _BLOCK_BYTES:
+            raise
+        return read(len(data))  # a line longer than a block: the whole object as one block
+
+
+def _parse(data: bytes, known: pa.Schema, declared: bool, hints: dict[str, pa.DataType]) -> pa.Table | str:
     if declared:
-        table = parse(known, "ignore")
+        table = _read(data, known, "ignore")
     else:
-        table = parse(known if len(known) else None, "infer")
+        guess = [f for f in (pa.field(n, t) for n, t in hints.items()) if f.name not in known.names]
+        try:
+            table = _read(data, pa.schema([*known, *guess]) if len(known) or guess else None, "infer")
+        except pa.ArrowInvalid:
+            if not guess:
+                raise
+            table = _read(data, known if len(known) else None, "infer")  # the hints did not fit
         new = [f for f in table.schema if f.name not in known.names]
         # A top-level all-null column stays null: another file or the table gives its type.
         normalized = [(f.name, f.type if pa.types.is_null(f.type) else _spark_like(f.type)) for f in new]
         if any(t is None for _, t in normalized):
             return "a column has a type Spark's inference would not give (e.g. an empty object)"
+        for f, (name, wanted_type) in zip(new, normalized, strict=True):
+            if wanted_type != f.type and wanted_type is not None:
+                hints[name] = wanted_type
         wanted = pa.schema([*known, *sorted(normalized, key=lambda f: f[0])])
-        if not table.schema.equals(wanted):
-            table = parse(wanted, "error")
+        if all(table.schema.field(f.name).type == f.type for f in wanted):
+            table = table.select(wanted.names)  # only the order differs
+        else:
+            table = _read(data, wanted, "error")
+        # pyarrow turns an integer beyond 64 bits into a double, Spark into a decimal: digits would be lost.
+        if any(_has_double(t) for _, t in normalized) and _LONG_DIGIT_RUN in data.translate(_DIGITS_TO_ZERO):
+            return "may hold an integer beyond 64 bits"
     names = table.schema.names
     if len({n.lower() for n in names}) != len(names) or _RESERVED & set(names):
         return "column names clash (case-insensitive duplicates or lineage names)"
@@ -181,6 +223,16 @@ def _spark_like(t: pa.DataType) -> pa.DataType | None:
         item = _spark_like(t.value_type)
         return None if item is None else pa.list_(item)
     return t if t in _PLAIN else None
+
+
+def _has_double(t: pa.DataType | None) -> bool:
+    if t is None:
+        return False
+    if pa.types.is_struct(t):
+        return any(_has_double(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t):
+        return _has_double(t.value_type)
+    return pa.types.is_floating(t)
 
 
 def _plain(t: pa.DataType) -> bool:

@@ -163,8 +163,9 @@ def _fast_partition(
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
+    hints: dict[str, pa.DataType] = {}
     for ref in file_refs(batches):
-        parsed = read_json_lines(ref, aws, known=known, declared=declared)
+        parsed = read_json_lines(ref, aws, known=known, declared=declared, hints=hints)
         if parsed.table is None:
             out.append({"event_id": ref.event_id, "reason": parsed.reason})
             continue

@@ -56,6 +56,20 @@ def test_inferred_types_follow_spark_inference():
     assert schema.field("none").type == pa.null()  # typed later, by the table
 
 
+def test_later_files_of_a_task_reuse_type_corrections_and_drop_those_that_do_not_fit():
+    hints: dict[str, pa.DataType] = {}
+    first = parse_json_lines(
+        b'{"ts": "2026-11-22T10:00:00Z"}\n', FILE, "e", known=NONE, declared=False, hints=hints
+    )
+    assert first.table is not None and hints == {"ts": pa.string()}
+    again = parse_json_lines(
+        b'{"ts": "2026-11-23T10:00:00Z"}\n', FILE, "e", known=NONE, declared=False, hints=hints
+    )
+    assert again.table is not None and again.table["ts"].to_pylist() == ["2026-11-23T10:00:00Z"]
+    other = parse_json_lines(b'{"ts": 5}\n', FILE, "e", known=NONE, declared=False, hints=hints)
+    assert other.table is not None and other.table.schema.field("ts").type == pa.int64()
+
+
 def test_a_leading_byte_order_mark_and_crlf_line_ends_are_fine():
     parsed = parse(b'\xef\xbb\xbf{"id": 1}\r\n{"id": 2}\r\n')
     assert parsed.table is not None and parsed.table["id"].to_pylist() == [1, 2]
