@@ -6,8 +6,10 @@ in-process moto server shares our GIL and deadlocks delta-rs reads (see ARCHITEC
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +35,18 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child between fork and exec (Linux): SIGTERM when the parent dies, even by SIGKILL, so a
+    killed demo, test run or benchmark leaves no moto_server behind. Only a foreign call: no imports or
+    locks, which is what makes preexec_fn safe in a process with threads. Elsewhere a no-op."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def _moto_server_command() -> list[str]:
@@ -67,6 +81,7 @@ class LocalEndpoint:
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **LOCAL_ENV},
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
