@@ -3,8 +3,8 @@
 The line path (split lines, Spark's from_json) handles every file, but moves each line through the JVM
 three times. Most files are clean, and for those pyarrow gives the same rows an order of magnitude
 faster. A file takes this path only when the result is exactly what the line path would give; in every
-other case `read_json_lines` returns a reason instead of a table and the caller sends the file to the
-line path, which records bad lines one by one. So the fast path never decides what an error is.
+other case `fetch` or `parse_json_lines` returns a reason instead of a table and the caller sends the
+file to the line path, which records bad lines one by one. So the fast path never decides what an error is.
 
 Exactness conditions, each cheap to check on the whole buffer:
 - UTF-8 throughout (pyarrow does not check; the line path reports each invalid line);
@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from s3events.adapters.aws import AwsOptions
@@ -59,36 +60,37 @@ def fast_path_supports(schema: pa.Schema) -> bool:
     return all(_plain(f.type) for f in schema)
 
 
-def read_json_lines(
-    file: FileRef,
-    options: AwsOptions,
-    *,
-    known: pa.Schema,
-    declared: bool,
-    hints: dict[str, pa.DataType] | None = None,
-) -> JsonFile:
-    """Read and parse one JSON-lines object (gzip/zstd by extension) for the fast path.
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """An object's decompressed content and etag, or why it cannot take the fast path."""
 
-    `known` holds the data columns whose types are fixed (the table's, or the declared schema);
-    with `declared`, fields outside it are ignored (as from_json does), otherwise they are inferred.
+    data: bytes | None
+    etag: str | None = None
+    reason: str | None = None
+
+
+def fetch(file: FileRef, options: AwsOptions) -> Fetched:
+    """GET exactly the event's object version (IfMatch) in one request and decompress it (gzip/zstd by
+    extension). Thread-safe: tasks fetch the next objects while they parse the current one.
+
     Raises FatalError only for conditions no object gets past (credentials); everything else about
-    the object (404, 412, corrupt gzip, ...) is a reason, and the line path records it.
+    the object (404, 412, corrupt gzip, too large, ...) is a reason, and the line path records it.
     """
     try:
         obj = open_object(file, options)
         try:
             if obj.size > MAX_OBJECT_BYTES:
-                return JsonFile(None, "larger than the in-memory limit")
+                return Fetched(None, reason="larger than the in-memory limit")
             raw = obj.read()
             etag = obj.etag
         finally:
             obj.close()
     except (ObjectReadError, TransientError) as exc:
-        return JsonFile(None, str(exc))
+        return Fetched(None, reason=str(exc))
     data = _decompressed(raw, codec_for_key(file.key))
     if data is None:
-        return JsonFile(None, "compressed data is corrupt or too large")
-    return parse_json_lines(data, file, etag, known=known, declared=declared, hints=hints)
+        return Fetched(None, reason="compressed data is corrupt or too large")
+    return Fetched(data, etag)
 
 
 def parse_json_lines(
@@ -102,6 +104,8 @@ def parse_json_lines(
 ) -> JsonFile:
     """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it.
 
+    `known` holds the data columns whose types are fixed (the table's, or the declared schema);
+    with `declared`, fields outside it are ignored (as from_json does), otherwise they are inferred.
     `hints` (shared by the files of one task, updated here) remembers columns whose inferred type had
     to be corrected (a timestamp-looking string), so later files are parsed once instead of twice.
     """
@@ -192,8 +196,7 @@ def _parse(data: bytes, known: pa.Schema, declared: bool, hints: dict[str, pa.Da
             table = table.select(wanted.names)  # only the order differs
         else:
             table = _read(data, wanted, "error")
-        # pyarrow turns an integer beyond 64 bits into a double, Spark into a decimal: digits would be lost.
-        if any(_has_double(t) for _, t in normalized) and _LONG_DIGIT_RUN in data.translate(_DIGITS_TO_ZERO):
+        if _may_hold_a_huge_integer(table, [n for n, t in normalized if _has_double(t)], data):
             return "may hold an integer beyond 64 bits"
     names = table.schema.names
     if len({n.lower() for n in names}) != len(names) or _RESERVED & set(names):
@@ -223,6 +226,20 @@ def _spark_like(t: pa.DataType) -> pa.DataType | None:
         item = _spark_like(t.value_type)
         return None if item is None else pa.list_(item)
     return t if t in _PLAIN else None
+
+
+def _may_hold_a_huge_integer(table: pa.Table, doubles: list[str], data: bytes) -> bool:
+    """pyarrow turns an integer literal beyond 64 bits into a double, Spark into a decimal: such a file
+    must take the line path. Only inferred double columns can hold one, and there it shows as a
+    magnitude of at least 2**63 (a float literal that large is declined too, which is only slower)."""
+    for name in doubles:
+        column = table.column(name)
+        if not pa.types.is_floating(column.type):  # nested: scan the text for a run of 19 digits
+            return _LONG_DIGIT_RUN in data.translate(_DIGITS_TO_ZERO)
+        largest = pc.max(pc.abs(column)).as_py()
+        if largest is not None and largest >= 2.0**63:
+            return True
+    return False
 
 
 def _has_double(t: pa.DataType | None) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -71,8 +72,12 @@ def session(options: AwsOptions) -> boto3.Session:
 def client(options: AwsOptions, service: str, *, read_timeout: float = 60.0) -> Any:
     """A boto3 client, one per (process, options, service, timeout): creating one re-reads botocore's
     service models (~0.1-0.3 s of CPU), which executors reading many objects cannot afford per object.
-    boto3 clients are thread-safe."""
-    return _cached_client(os.getpid(), options, service, read_timeout)
+    boto3 clients are thread-safe; creating one is not, hence the lock."""
+    with _CLIENTS_LOCK:
+        return _cached_client(os.getpid(), options, service, read_timeout)
+
+
+_CLIENTS_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=64)

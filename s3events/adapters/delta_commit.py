@@ -34,7 +34,7 @@ from deltalake.transaction import AddAction, RemoveAction, create_table_with_add
 
 from s3events.adapters.delta import as_conflict, is_s3, open_table
 from s3events.adapters.parquet_files import WrittenFile
-from s3events.errors import FatalError
+from s3events.errors import CommitConflict, FatalError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ def commit_files(
     transactions: Mapping[str, int],
     configuration: Mapping[str, str] | None = None,
     custom_metadata: Mapping[str, str] | None = None,
+    expected_transactions: Mapping[str, int | None] | None = None,
 ) -> int:
     """Add `files` and record `transactions` in one commit; create the table when absent. Returns the
     version that holds the files (an empty `files` still commits, so the transactions move on).
@@ -60,6 +61,11 @@ def commit_files(
     (schema evolution, see the module docstring); a changed column type, a new non-nullable column or
     different partition columns raise FatalError. A concurrent conflicting commit raises CommitConflict
     (retry on fresh state: re-read `transaction_versions` first).
+
+    `expected_transactions` (app id -> version, None = absent) are checked in the very snapshot the
+    commit is based on: a writer that committed after the caller looked raises CommitConflict here,
+    and one that commits after this snapshot makes delta-rs refuse ours (same app id). So two
+    processes that both believe they own a batch cannot both commit it.
     """
     for f in files:
         if set(f.partition_values) != set(partition_by):
@@ -77,6 +83,7 @@ def commit_files(
     options = dict(storage_options) if is_s3(table_uri) else None
     try:
         table = open_table(table_uri, storage_options)
+        check_transactions(table, table_uri, expected_transactions)
         if table is None:
             config = dict(configuration or {})
             if all(key.startswith("delta.") for key in config):
@@ -99,6 +106,19 @@ def commit_files(
     except CommitFailedError as exc:
         raise as_conflict(exc) from exc
     return _version_of(table_uri, storage_options, commit_id)
+
+
+def check_transactions(
+    table: DeltaTable | None, table_uri: str, expected: Mapping[str, int | None] | None
+) -> None:
+    """CommitConflict unless `table`'s snapshot holds exactly the `expected` app transaction versions."""
+    for app_id, version in (expected or {}).items():
+        current = table.transaction_version(app_id) if table is not None else None
+        if current != version:
+            raise CommitConflict(
+                f"{table_uri}: app transaction {app_id} is at {current}, not {version} as when this "
+                "batch started: another writer committed to this table meanwhile; batch abandoned"
+            )
 
 
 def transaction_versions(

@@ -9,9 +9,12 @@ whole batch takes the line path, whose inference sees all files at once. Both pa
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -20,7 +23,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from s3events.adapters.arrow_json import fast_path_supports, is_spark_like, read_json_lines
+from s3events.adapters.arrow_json import (
+    Fetched,
+    JsonFile,
+    fast_path_supports,
+    fetch,
+    is_spark_like,
+    parse_json_lines,
+)
 from s3events.adapters.aws import AwsOptions
 from s3events.adapters.object_reader import INGESTED_AT, LINEAGE_FIELDS
 from s3events.adapters.parquet_files import (
@@ -38,6 +48,7 @@ from s3events.ingest.target import TargetSpec, key_path_value
 _TS = pa.timestamp("us", tz="UTC")
 _TASK_BYTES = 128 << 20  # source bytes per task: one output file each, at least one task per core
 _FLUSH_BYTES = 256 << 20  # Arrow bytes a task holds before it writes a file
+_FETCH_AHEAD = 2  # objects a task downloads ahead of the one it parses (each at most MAX_OBJECT_BYTES)
 _OUT_SCHEMA = pa.schema(
     [
         *[f.with_nullable(True) for f in WRITTEN_FILE_SCHEMA],
@@ -164,19 +175,41 @@ def _fast_partition(
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
     hints: dict[str, pa.DataType] = {}
-    for ref in file_refs(batches):
-        parsed = read_json_lines(ref, aws, known=known, declared=declared, hints=hints)
-        if parsed.table is None:
-            out.append({"event_id": ref.event_id, "reason": parsed.reason})
-            continue
-        table = _finish(parsed.table, ref.uri, partition_by, ingested_at)
-        pending.append((ref, table))
-        held += table.nbytes
-        if held >= _FLUSH_BYTES:
-            out.extend(_flush(pending, table_uri, aws, partition_by))
-            pending, held = [], 0
+    with ThreadPoolExecutor(max_workers=_FETCH_AHEAD, thread_name_prefix="s3events-fetch") as pool:
+        for ref, fetched in _fetched_ahead(pool, list(file_refs(batches)), aws):
+            parsed = (
+                parse_json_lines(fetched.data, ref, fetched.etag, known=known, declared=declared, hints=hints)
+                if fetched.data is not None
+                else JsonFile(None, fetched.reason)
+            )
+            if parsed.table is None:
+                out.append({"event_id": ref.event_id, "reason": parsed.reason})
+                continue
+            table = _finish(parsed.table, ref.uri, partition_by, ingested_at)
+            pending.append((ref, table))
+            held += table.nbytes
+            if held >= _FLUSH_BYTES:
+                out.extend(_flush(pending, table_uri, aws, partition_by))
+                pending, held = [], 0
     out.extend(_flush(pending, table_uri, aws, partition_by))
     yield pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
+
+
+def _fetched_ahead(
+    pool: ThreadPoolExecutor, refs: list[FileRef], aws: AwsOptions
+) -> Iterator[tuple[FileRef, Fetched]]:
+    """The task's objects in order, the next ones already downloading while one is parsed: a GET's
+    latency (first byte from S3 is tens of milliseconds) overlaps with parsing instead of adding to it."""
+    waiting: deque[tuple[FileRef, Future[Fetched]]] = deque()
+    upcoming = iter(refs)
+    for ref in itertools.islice(upcoming, _FETCH_AHEAD):
+        waiting.append((ref, pool.submit(fetch, ref, aws)))
+    while waiting:
+        ref, future = waiting.popleft()
+        following = next(upcoming, None)
+        if following is not None:
+            waiting.append((following, pool.submit(fetch, following, aws)))
+        yield ref, future.result()
 
 
 def _finish(table: pa.Table, uri: str, partition_by: tuple[str, ...], ingested_at: datetime) -> pa.Table:

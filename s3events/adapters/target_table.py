@@ -12,7 +12,7 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from s3events.adapters import delta
-from s3events.adapters.delta_commit import commit_files, transaction_versions
+from s3events.adapters.delta_commit import check_transactions, commit_files, transaction_versions
 from s3events.adapters.parquet_files import WrittenFile
 from s3events.errors import CheckpointError
 from s3events.ingest.checkpoint import app_ids, from_transactions, to_transactions
@@ -51,7 +51,7 @@ class TargetTable:
         end: Checkpoint,
     ) -> int:
         """Add the executors' files and move the checkpoint start → end, in one commit."""
-        self._guard(start, end)
+        seen = self._guard(start, end)
         return commit_files(
             self.path,
             files,
@@ -59,6 +59,7 @@ class TargetTable:
             partition_by=list(partition_by),
             storage_options=self._storage_options,
             transactions=to_transactions(self.app_id, end),
+            expected_transactions=seen,
             configuration={**_CONFIGURATION, "delta.enableChangeDataFeed": "true"},
             custom_metadata={
                 "s3events.writer": "ingest",
@@ -77,7 +78,7 @@ class TargetTable:
         end: Checkpoint,
     ) -> int:
         """Upsert the batch's latest row per key (the later ordering value wins) with the checkpoint."""
-        self._guard(start, end)
+        seen = self._guard(start, end)
         properties = self._commit_properties(end)
         table = delta.open_or_create(
             self.path,
@@ -87,6 +88,7 @@ class TargetTable:
             storage_options=self._storage_options,
             partition_by=list(partition_by),
         )
+        check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in record_key)
         merger = table.merge(
             rows,
@@ -112,6 +114,7 @@ class TargetTable:
                 partition_by=list(partition_by),
                 storage_options=self._storage_options,
                 transactions=to_transactions(self.app_id, end),
+                expected_transactions=seen,
             )
         return int(table.version())
 
@@ -121,7 +124,7 @@ class TargetTable:
         table = delta.open_table(self.path, self._storage_options)
         if table is None:
             return None
-        self._guard(start, end)
+        seen = self._guard(start, end)
         return commit_files(
             self.path,
             [],
@@ -129,6 +132,7 @@ class TargetTable:
             partition_by=list(table.metadata().partition_columns),
             storage_options=self._storage_options,
             transactions=to_transactions(self.app_id, end),
+            expected_transactions=seen,
         )
 
     def delete_removed(self, removals: Sequence[FileRef]) -> int:
@@ -150,8 +154,11 @@ class TargetTable:
         )
         return int(metrics.get("num_deleted_rows", 0))
 
-    def _guard(self, start: Checkpoint, end: Checkpoint) -> None:
-        stored = self.checkpoint()
+    def _guard(self, start: Checkpoint, end: Checkpoint) -> dict[str, int | None]:
+        """Refuse a checkpoint that would move backwards or that another process moved meanwhile;
+        returns the stored app transactions the commit must still find (checked in its snapshot)."""
+        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
+        stored = from_transactions(self.app_id, seen)
         if stored is not None:
             ensure_forward(stored, end)
             if stored != start:
@@ -160,6 +167,7 @@ class TargetTable:
                     f"{stored.position} while this batch ran from version {start.version} position "
                     f"{start.position}: another ingest process is writing this target; batch abandoned"
                 )
+        return seen
 
     def _commit_properties(self, end: Checkpoint) -> CommitProperties:
         return _checkpoint_properties(
@@ -199,9 +207,8 @@ class ErrorTable:
     def record(self, errors: pa.Table, *, end: Checkpoint) -> int:
         if errors.num_rows == 0:
             return 0
-        stored = from_transactions(
-            self.app_id, transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
-        )
+        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
+        stored = from_transactions(self.app_id, seen)
         if stored is not None and stored >= end:
             log.info("error rows of this batch are already in %s (replay); not written again", self.path)
             return 0
@@ -209,5 +216,6 @@ class ErrorTable:
         table = delta.open_or_create(
             self.path, errors.schema, kind="errors", schema_version=1, storage_options=self._storage_options
         )
+        check_transactions(table, self.path, seen)
         write_deltalake(table, errors, mode="append", commit_properties=properties)
         return errors.num_rows

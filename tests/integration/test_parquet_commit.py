@@ -23,7 +23,7 @@ from s3events.adapters.parquet_files import (
     write_data_file,
     written_files_batch,
 )
-from s3events.errors import FatalError
+from s3events.errors import CommitConflict, FatalError
 
 pytestmark = pytest.mark.integration
 
@@ -299,3 +299,36 @@ def test_batch_with_a_column_the_table_schema_lacks_is_refused_and_leaves_no_fil
     with pytest.raises(ValueError, match="extra"):
         write_data_file([batch], table_uri=uri, schema=SCHEMA, options=aws.AwsOptions())
     assert not any(p.is_file() for p in Path(tmp_path).rglob("*.parquet"))
+
+
+def test_commit_is_refused_when_another_writer_moved_the_app_transaction_since_the_caller_looked(tmp_path):
+    uri = str(tmp_path / "raced")
+    options = aws.AwsOptions(region="us-east-1")
+    first = write_data_file([rows(range(2))], table_uri=uri, schema=SCHEMA, options=options)
+    assert first is not None
+    seen = transaction_versions(uri, ["app"], {})  # both writers look: no checkpoint yet
+    commit_files(
+        uri,
+        [first],
+        schema=SCHEMA,
+        partition_by=[],
+        storage_options={},
+        transactions={"app": 1},
+        expected_transactions=seen,
+    )
+    late = write_data_file([rows(range(2))], table_uri=uri, schema=SCHEMA, options=options)
+    assert late is not None
+
+    with pytest.raises(CommitConflict, match="another writer committed"):
+        commit_files(
+            uri,
+            [late],
+            schema=SCHEMA,
+            partition_by=[],
+            storage_options={},
+            transactions={"app": 1},
+            expected_transactions=seen,
+        )
+
+    table = DeltaTable(uri)
+    assert table.version() == 0 and sorted(r["id"] for r in table.to_pyarrow_table().to_pylist()) == [0, 1]

@@ -85,6 +85,9 @@ def test_a_leading_byte_order_mark_and_crlf_line_ends_are_fine():
         (b'{"a": 1} {"a": 2}\n', "records on"),
         (b'{"a": "\xff"}\n', "UTF-8"),
         (b'{"a": 12345678901234567890}\n', "64 bits"),
+        (b'{"a": 1.5}\n{"a": 12345678901234567890}\n', "64 bits"),
+        (b'{"s": {"a": 12345678901234567890}}\n', "64 bits"),
+        (b'{"l": [1.5, 12345678901234567890]}\n', "64 bits"),
         (b'{"a": 1}\n{"a": "x"}\n', "pyarrow"),
         (b"[1, 2]\n", "pyarrow"),
         (b'{"a": 1, "a": 2}\n', "pyarrow"),
@@ -99,6 +102,12 @@ def test_anything_the_line_path_would_treat_differently_is_declined(data, why):
     parsed = parse(data)
     assert parsed.table is None
     assert why in (parsed.reason or "")
+
+
+def test_long_integers_that_fit_in_64_bits_stay_exact():
+    parsed = parse(b'{"a": 9223372036854775807, "b": 1234567890123456789}\n')
+    assert parsed.table is not None
+    assert parsed.table.to_pylist()[0]["a"] == 9223372036854775807
 
 
 def test_known_columns_keep_their_type_and_a_misfit_is_declined():
