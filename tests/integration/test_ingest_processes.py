@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -246,6 +247,33 @@ def test_continuous_ingest_sigkilled_mid_run_then_once_lands_every_line_exactly_
     assert resumed.returncode == 0, resumed.stderr
     _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, FILES)
     assert not orphans & _committed_files(target)  # the killed batch's files stay unreferenced
+
+
+# ------------------------------------------------------------ two ingest processes on one target
+
+
+@pytest.mark.timeout(600)
+def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stack, s3, tmp_path, children):
+    """A misconfiguration (two deployments of one target) must cost retries, never duplicate rows:
+    a batch is committed only if the checkpoint it started from is still the one in the commit's own
+    snapshot, and delta-rs refuses a concurrent commit of the same app transaction."""
+    stack = make_stack()
+    _land_numbered_files(stack, s3, FILES)
+    target = str(tmp_path / "numbers")
+    conf = _numbers_target(stack, target)
+    logs = [tmp_path / f"ingest-{i}.log" for i in range(2)]
+    procs = [_start(["ingest", "--once", *_conf_args(conf)], log) for log in logs]
+    children.extend(procs)
+    codes = [proc.wait(timeout=400) for proc in procs]
+
+    finish = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+
+    assert set(codes) <= {0, 1}, [log.read_text() for log in logs]
+    assert finish.returncode == 0, finish.stderr
+    _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, FILES)
+    refusal = re.compile("another|Concurrent transaction|move backwards")
+    refused = [log for log in logs if refusal.search(log.read_text())]
+    assert refused, "the two processes never overlapped on a batch: " + logs[0].read_text()[-2000:]
 
 
 # ---------------------------------------------------------------------------------- 2. SIGTERM
