@@ -259,12 +259,12 @@ def _csv_schema(
         raise ValueError(
             f"target {target.name}: csv without a header needs s3events.ingest.target.<name>.schema"
         )
-    first = headers.select("value").limit(1).collect()
-    if not first:
+    first = headers.select("value").limit(1)
+    if first.isEmpty():
         return _evolve(existing, T.StructType([]))
-    sample = spark.sparkContext.parallelize([first[0][0]]).union(
-        ok.select("value").rdd.map(lambda row: row[0])
-    )
+    # Stays in the JVM: the header line first (Spark takes a Dataset's first line as the header), then
+    # the data lines of every file.
+    sample = first.union(ok.select("value"))
     inferred = (
         spark.read.options(**options).option("header", True).option("inferSchema", True).csv(sample).schema
     )
