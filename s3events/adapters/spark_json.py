@@ -47,7 +47,7 @@ from s3events.ingest.target import TargetSpec, key_path_value
 
 _TS = pa.timestamp("us", tz="UTC")
 _TASK_BYTES = 128 << 20  # source bytes per task: one output file each, at least one task per core
-_FLUSH_BYTES = 256 << 20  # Arrow bytes a task holds before it writes a file
+_FLUSH_BYTES = 128 << 20  # Arrow bytes a task holds before it writes a file (bounds its memory)
 _FETCH_AHEAD = 2  # objects a task downloads ahead of the one it parses (each at most MAX_OBJECT_BYTES)
 _OUT_SCHEMA = pa.schema(
     [
