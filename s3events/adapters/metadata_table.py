@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -120,8 +121,10 @@ class _InsertOnlyTable:
         identity: str,
         storage_options: Mapping[str, str] | Any,
         commit_attempts: int,
+        window: tuple[str, timedelta] | None = None,
     ) -> None:
         self.path = path
+        self._window = window  # (timestamp column, age): the MERGE only looks at rows this recent
         self._kind = kind
         self._schema = schema
         self._schema_version = schema_version
@@ -161,11 +164,17 @@ class _InsertOnlyTable:
         @delta.retry_conflicts(self._attempts)
         def attempt() -> CommitResult:
             table = self._fresh()  # fresh state on every attempt
+            predicate = f"t.{self._identity} = s.{self._identity}"
+            if self._window is not None:
+                # A literal bound on a target column: delta-rs skips older files by their statistics.
+                column, age = self._window
+                since = (datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                predicate = f"t.{column} >= '{since}' AND {predicate}"
             try:
                 metrics = (
                     table.merge(
                         batch,
-                        predicate=f"t.{self._identity} = s.{self._identity}",
+                        predicate=predicate,
                         source_alias="s",
                         target_alias="t",
                         commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
@@ -184,9 +193,22 @@ class _InsertOnlyTable:
 
 
 class MetadataTable(_InsertOnlyTable):
-    """One row per object event, deduplicated by event_id; change data feed on."""
+    """One row per object event, deduplicated by event_id; change data feed on.
 
-    def __init__(self, path: str, *, storage_options: Any, commit_attempts: int = 10) -> None:
+    The duplicate check covers rows captured within `dedupe_window` (None: the whole table). Every
+    duplicate capture can see is younger than that: SQS drops a message once it is older than the
+    queue's retention (at most 14 days, and a DLQ redrive keeps the original enqueue time), a multipart
+    upload's second event follows within seconds, and backfill checks the whole table itself first.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        storage_options: Any,
+        commit_attempts: int = 10,
+        dedupe_window: timedelta | None = None,
+    ) -> None:
         super().__init__(
             path,
             kind="metadata",
@@ -195,6 +217,7 @@ class MetadataTable(_InsertOnlyTable):
             identity="event_id",
             storage_options=storage_options,
             commit_attempts=commit_attempts,
+            window=None if dedupe_window is None else ("captured_at", dedupe_window),
         )
 
     def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:

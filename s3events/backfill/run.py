@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import pyarrow as pa
@@ -178,6 +178,7 @@ def build_backfill(settings: Settings, *, page_size: int = 1000) -> Backfill:
         settings.require(keys.METADATA_TABLE_PATH),
         storage_options=functools.partial(aws.delta_storage_options, options),
         commit_attempts=settings.get(keys.CAPTURE_COMMIT_MAX_ATTEMPTS),
+        dedupe_window=timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS)),
     )
     return Backfill(S3Lister(options, page_size=page_size), table)
 

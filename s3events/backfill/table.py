@@ -9,6 +9,7 @@ harmless, and commit conflicts are retried on fresh table state.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,12 +35,24 @@ _CONFIGURATION = {
 
 class BackfillTable:
     def __init__(
-        self, path: str, *, storage_options: Callable[[], Mapping[str, str]], commit_attempts: int = 10
+        self,
+        path: str,
+        *,
+        storage_options: Callable[[], Mapping[str, str]],
+        commit_attempts: int = 10,
+        dedupe_window: timedelta | None = None,
     ) -> None:
         self.path = path
         self._storage_options = storage_options
         self._attempts = commit_attempts
-        self._metadata = MetadataTable(path, storage_options=storage_options, commit_attempts=commit_attempts)
+        # known_ids diffs against the whole table; the commit's MERGE then only guards against a
+        # capture that committed the same objects meanwhile, which is recent by construction.
+        self._metadata = MetadataTable(
+            path,
+            storage_options=storage_options,
+            commit_attempts=commit_attempts,
+            dedupe_window=dedupe_window,
+        )
 
     def known_ids(self, buckets: Sequence[str]) -> pa.Table:
         """The `event_id`s of created events in `buckets`: one Arrow column, nothing else read."""

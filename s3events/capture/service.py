@@ -6,6 +6,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from s3events.adapters import aws
 from s3events.adapters.metadata_table import MetadataTable, QuarantineTable
@@ -58,7 +59,10 @@ def build_capture(settings: Settings) -> Capture:
     storage_options = functools.partial(aws.delta_storage_options, options)
     attempts = settings.get(keys.CAPTURE_COMMIT_MAX_ATTEMPTS)
     metadata = MetadataTable(
-        settings.require(keys.METADATA_TABLE_PATH), storage_options=storage_options, commit_attempts=attempts
+        settings.require(keys.METADATA_TABLE_PATH),
+        storage_options=storage_options,
+        commit_attempts=attempts,
+        dedupe_window=timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS)),
     )
     quarantine = QuarantineTable(
         settings.require(keys.QUARANTINE_TABLE_PATH),

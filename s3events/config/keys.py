@@ -44,6 +44,7 @@ __all__ = [
     "INGEST_TARGETS",
     "LOG_LEVEL",
     "MESSAGE_MAX_BYTES",
+    "METADATA_DEDUPE_WINDOW_DAYS",
     "METADATA_TABLE_PATH",
     "POISON_ACTION",
     "QUARANTINE_RAW_MAX_CHARS",
@@ -206,6 +207,15 @@ QUARANTINE_TABLE_PATH: Key[str | None] = Key(
     default_text="<s3events.metadata.table.path>_quarantine",
     doc="Delta table that keeps poison messages (unparseable or oversized) with their raw body and the "
     "reason.",
+    group="Metadata table",
+)
+METADATA_DEDUPE_WINDOW_DAYS: Key[int] = Key(
+    name="s3events.metadata.dedupe.window.days",
+    type=IntType(min=15, max=36500),
+    default=15,
+    doc="Capture's duplicate check looks at rows captured in the last this many days, so its cost stays "
+    "flat as the table grows; SQS never delivers a message older than its retention (at most 14 days), "
+    "so 15 is safe and larger values only cost time.",
     group="Metadata table",
 )
 QUARANTINE_RAW_MAX_CHARS: Key[int] = Key(
