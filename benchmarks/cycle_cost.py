@@ -702,6 +702,15 @@ class Bench:
 # -- report -------------------------------------------------------------------------------------------------
 
 
+def cost_row(p: Point, measure: Callable[[list[Cost]], float], with_dlt: bool) -> list[str]:
+    """Size, ours (capture, plan, total), the listing baseline and dlt with their ratios to ours."""
+    ours = measure(p.ours)
+    row = [f"{p.size:,}", f"{measure(p.capture):.3f}", f"{measure(p.plan):.3f}", f"{ours:.3f}"]
+    row += [f"{measure(p.listing):.3f}", f"{measure(p.listing) / ours:.2f}"]
+    row += [f"{measure(p.dlt):.3f}", f"{measure(p.dlt) / ours:.2f}"] if with_dlt else []
+    return row
+
+
 def table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print(" | ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
@@ -722,10 +731,7 @@ def report(points: list[Point], args: argparse.Namespace, dlt_note: str, with_dl
     header += ["listed (pages)", "capture MERGE s"] + (["dlt extract s"] if with_dlt else [])
     rows = []
     for p in points:
-        ours = wall(p.ours)
-        row = [f"{p.size:,}", f"{wall(p.capture):.3f}", f"{wall(p.plan):.3f}", f"{ours:.3f}"]
-        row += [f"{wall(p.listing):.3f}", f"{wall(p.listing) / ours:.2f}"]
-        row += [f"{wall(p.dlt):.3f}", f"{wall(p.dlt) / ours:.2f}"] if with_dlt else []
+        row = cost_row(p, wall, with_dlt)
         row += [f"{int(median(p.listed)):,} ({int(median(p.pages))})", f"{median(p.merge):.3f}"]
         row += [f"{median(p.dlt_extract):.3f}"] if with_dlt else []
         rows.append(row)
@@ -733,14 +739,7 @@ def report(points: list[Point], args: argparse.Namespace, dlt_note: str, with_dl
     print("CPU seconds (this process + moto_server; dlt: its process around pipeline.run + moto_server):")
     header = ["existing objects", "ours capture", "ours plan", "ours total", "listing baseline"]
     header += ["ratio baseline/ours"] + (["dlt run", "ratio dlt/ours"] if with_dlt else [])
-    rows = []
-    for p in points:
-        ours = cpu(p.ours)
-        row = [f"{p.size:,}", f"{cpu(p.capture):.3f}", f"{cpu(p.plan):.3f}", f"{ours:.3f}"]
-        row += [f"{cpu(p.listing):.3f}", f"{cpu(p.listing) / ours:.2f}"]
-        row += [f"{cpu(p.dlt):.3f}", f"{cpu(p.dlt) / ours:.2f}"] if with_dlt else []
-        rows.append(row)
-    table(header, rows)
+    table(header, [cost_row(p, cpu, with_dlt) for p in points])
     if len(points) < 2:
         return
     first, last = points[0], points[-1]
