@@ -155,8 +155,8 @@ def _run_on_spark(
             out.rows = sum(f.num_records for f in out.files)
         return out
     finally:
-        for frame in cached:
-            frame.unpersist()
+        for persisted in cached:
+            persisted.unpersist()
 
 
 def _read_lines_partition(batches: Iterator[pa.RecordBatch], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
