@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -121,6 +122,36 @@ def delta_storage_options(options: AwsOptions) -> dict[str, str]:
         if frozen.token:
             opts["AWS_SESSION_TOKEN"] = frozen.token
     return opts
+
+
+StorageOptions = Mapping[str, str] | Callable[[], Mapping[str, str]]
+
+
+class FreshStorageOptions:
+    """`delta_storage_options(options)`, resolved again once older than `max_age_seconds`.
+
+    Long-running processes call this on every table open: credentials handed over to delta-rs (profile,
+    SSO) expire, and a process started with them would otherwise fail hours later.
+    """
+
+    def __init__(self, options: AwsOptions, *, max_age_seconds: float = 900.0) -> None:
+        self._options = options
+        self._max_age = max_age_seconds
+        self._resolved: dict[str, str] | None = None
+        self._at = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> dict[str, str]:
+        with self._lock:
+            if self._resolved is None or time.monotonic() - self._at >= self._max_age:
+                self._resolved = delta_storage_options(self._options)
+                self._at = time.monotonic()
+            return dict(self._resolved)
+
+
+def resolve(storage_options: StorageOptions) -> dict[str, str]:
+    """The storage options to open a table with now."""
+    return dict(storage_options() if callable(storage_options) else storage_options)
 
 
 def classify(exc: BaseException, *, action: str) -> FatalError | TransientError:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
 from s3events.adapters import delta
+from s3events.adapters.aws import StorageOptions, resolve
 from s3events.adapters.metadata_table import METADATA_SCHEMA_VERSION
 from s3events.errors import FatalError
 from s3events.ingest.model import FileRef
@@ -23,9 +23,10 @@ class Changes:
 
 
 class MetadataFeed:
-    def __init__(self, path: str, *, storage_options: Mapping[str, str]) -> None:
+    def __init__(self, path: str, *, storage_options: StorageOptions) -> None:
         self.path = path
-        self._storage_options = storage_options
+        self._storage = storage_options
+        self._opened_with: dict[str, str] | None = None
         self._table: DeltaTable | None = None
 
     def latest_version(self) -> int | None:
@@ -71,8 +72,10 @@ class MetadataFeed:
         return Changes(rows, up_to)
 
     def _open(self) -> DeltaTable | None:
-        if self._table is None:
-            table = delta.open_table(self.path, self._storage_options)
+        options = resolve(self._storage)
+        if self._table is None or options != self._opened_with:  # new credentials: a new table handle
+            self._opened_with = options
+            table = delta.open_table(self.path, options)
             if table is not None:
                 delta.check_schema_version(
                     table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION

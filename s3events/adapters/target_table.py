@@ -4,7 +4,7 @@ carry data and checkpoint together."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -12,6 +12,7 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from s3events.adapters import delta
+from s3events.adapters.aws import StorageOptions, resolve
 from s3events.adapters.delta_commit import check_transactions, commit_files, transaction_versions
 from s3events.adapters.parquet_files import WrittenFile
 from s3events.errors import CheckpointError
@@ -26,19 +27,22 @@ _CONFIGURATION = {"s3events.schema.version": str(TARGET_SCHEMA_VERSION)}
 
 
 class TargetTable:
-    def __init__(self, path: str, app_id: str, *, storage_options: Mapping[str, str], kind: str = "target"):
+    def __init__(self, path: str, app_id: str, *, storage_options: StorageOptions, kind: str = "target"):
         self.path = path
         self.app_id = app_id
-        self._storage_options = dict(storage_options)
+        self._storage = storage_options  # resolved at every use: refreshed credentials are picked up
         self._kind = kind
+
+    def _storage_options(self) -> dict[str, str]:
+        return resolve(self._storage)
 
     def checkpoint(self) -> Checkpoint | None:
         return from_transactions(
-            self.app_id, transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
+            self.app_id, transaction_versions(self.path, app_ids(self.app_id), self._storage_options())
         )
 
     def schema(self) -> pa.Schema | None:
-        table = delta.open_table(self.path, self._storage_options)
+        table = delta.open_table(self.path, self._storage_options())
         return None if table is None else pa.schema(table.schema())
 
     def commit_append(
@@ -57,7 +61,7 @@ class TargetTable:
             files,
             schema=schema,
             partition_by=list(partition_by),
-            storage_options=self._storage_options,
+            storage_options=self._storage_options(),
             transactions=to_transactions(self.app_id, end),
             expected_transactions=seen,
             configuration={**_CONFIGURATION, "delta.enableChangeDataFeed": "true"},
@@ -85,7 +89,7 @@ class TargetTable:
             rows.schema,
             kind="target",
             schema_version=TARGET_SCHEMA_VERSION,
-            storage_options=self._storage_options,
+            storage_options=self._storage_options(),
             partition_by=list(partition_by),
         )
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
@@ -112,7 +116,7 @@ class TargetTable:
                 [],
                 schema=pa.schema(table.schema()),
                 partition_by=list(partition_by),
-                storage_options=self._storage_options,
+                storage_options=self._storage_options(),
                 transactions=to_transactions(self.app_id, end),
                 expected_transactions=seen,
             )
@@ -121,7 +125,7 @@ class TargetTable:
     def commit_checkpoint(self, *, start: Checkpoint, end: Checkpoint) -> int | None:
         """Move the checkpoint alone (a batch whose every file was removed). None when there is no table
         yet: nothing was ever ingested, so there is nothing to protect."""
-        table = delta.open_table(self.path, self._storage_options)
+        table = delta.open_table(self.path, self._storage_options())
         if table is None:
             return None
         seen = self._guard(start, end)
@@ -130,7 +134,7 @@ class TargetTable:
             [],
             schema=pa.schema(table.schema()),
             partition_by=list(table.metadata().partition_columns),
-            storage_options=self._storage_options,
+            storage_options=self._storage_options(),
             transactions=to_transactions(self.app_id, end),
             expected_transactions=seen,
         )
@@ -141,7 +145,7 @@ class TargetTable:
         Idempotent, so it runs in its own commit ahead of the batch's data commit: a replay deletes
         nothing more, and rows of a later re-creation of the same key (newer event time) are kept.
         """
-        table = delta.open_table(self.path, self._storage_options)
+        table = delta.open_table(self.path, self._storage_options())
         if table is None or not removals:
             return 0
         predicate = " OR ".join(
@@ -157,7 +161,7 @@ class TargetTable:
     def _guard(self, start: Checkpoint, end: Checkpoint) -> dict[str, int | None]:
         """Refuse a checkpoint that would move backwards or that another process moved meanwhile;
         returns the stored app transactions the commit must still find (checked in its snapshot)."""
-        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
+        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options())
         stored = from_transactions(self.app_id, seen)
         if stored is not None:
             ensure_forward(stored, end)
@@ -199,22 +203,25 @@ class ErrorTable:
     """Bad lines and unreadable files of one target; written before the target commit of the same batch,
     and skipped on replay (its own copy of the checkpoint says the batch is already recorded)."""
 
-    def __init__(self, path: str, app_id: str, *, storage_options: Mapping[str, str]):
+    def __init__(self, path: str, app_id: str, *, storage_options: StorageOptions):
         self.path = path
         self.app_id = app_id
-        self._storage_options = dict(storage_options)
+        self._storage = storage_options
+
+    def _storage_options(self) -> dict[str, str]:
+        return resolve(self._storage)
 
     def record(self, errors: pa.Table, *, end: Checkpoint) -> int:
         if errors.num_rows == 0:
             return 0
-        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options)
+        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options())
         stored = from_transactions(self.app_id, seen)
         if stored is not None and stored >= end:
             log.info("error rows of this batch are already in %s (replay); not written again", self.path)
             return 0
         properties = _checkpoint_properties(self.app_id, end, {"s3events.writer": "ingest-errors"})
         table = delta.open_or_create(
-            self.path, errors.schema, kind="errors", schema_version=1, storage_options=self._storage_options
+            self.path, errors.schema, kind="errors", schema_version=1, storage_options=self._storage_options()
         )
         check_transactions(table, self.path, seen)
         write_deltalake(table, errors, mode="append", commit_properties=properties)

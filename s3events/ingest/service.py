@@ -82,7 +82,7 @@ class Ingest:
         spark: Any = None,
     ) -> None:
         self._aws = aws.options_from(settings)
-        storage = aws.delta_storage_options(self._aws)
+        storage = aws.FreshStorageOptions(self._aws)  # handed-over credentials are renewed while running
         self._feed = MetadataFeed(settings.require(keys.METADATA_TABLE_PATH), storage_options=storage)
         self._strategy = settings.get(keys.INGEST_MISSING_CHECKPOINT_STRATEGY)
         self._targets = [
