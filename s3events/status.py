@@ -16,7 +16,7 @@ Lag of a target: its oldest pending version O is the first metadata version afte
 target's stored V can be old while nothing is pending: the change feed after V is read to find O.
 - `lag_versions` = latest metadata version - O + 1 (0 when nothing is pending; a target with no
   checkpoint starts from V = -1, or is caught up under `s3events.ingest.missing.checkpoint.strategy=latest`,
-  which starts it at whatever is latest when it first runs);
+  which starts it at whatever is latest when it first runs and records that point in its error table);
 - `lag_seconds` = now - the commit time of metadata version O (0 when nothing is pending). If the log
   no longer holds that commit, the oldest commit it still holds is used: a lower bound.
 
@@ -67,12 +67,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from s3events.adapters import aws, table_info
 from s3events.adapters.metadata_feed import MetadataFeed
 from s3events.adapters.sqs import SqsQueue
-from s3events.adapters.target_table import TargetTable
+from s3events.adapters.target_table import ErrorTable, TargetTable
 from s3events.config import Settings, keys
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.plan import caught_up_to
@@ -227,6 +228,14 @@ def _last_error(path: str, storage: dict[str, str]) -> tuple[LastError | None, s
     )
 
 
+def _stored_checkpoint(spec: TargetSpec, storage: dict[str, str]) -> Checkpoint | None:
+    """The target's checkpoint; before its first batch, the starting point its first run recorded."""
+    stored = TargetTable(spec.path, spec.app_id, storage_options=storage).checkpoint()
+    if stored is None:
+        stored = ErrorTable(spec.error_table_path, spec.app_id, storage_options=storage).origin()
+    return stored
+
+
 def _utc(moment: Any) -> datetime | None:
     return moment.astimezone(UTC) if isinstance(moment, datetime) else None
 
@@ -254,8 +263,7 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
 
     specs = target_specs(settings)
     checkpoints: dict[str, tuple[Checkpoint | None, str | None]] = {
-        spec.name: _attempt(TargetTable(spec.path, spec.app_id, storage_options=storage).checkpoint)
-        for spec in specs
+        spec.name: _attempt(partial(_stored_checkpoint, spec, storage)) for spec in specs
     }
     latest = metadata.version if metadata.exists else (None if metadata.error else -1)
     pending: dict[str, int | None] = {}

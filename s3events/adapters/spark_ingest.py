@@ -40,6 +40,7 @@ from s3events.adapters.parquet_files import (
 )
 from s3events.adapters.spark_files import file_refs, files_frame
 from s3events.adapters.spark_json import describe, known_columns, run_fast
+from s3events.adapters.target_table import ERROR_SCHEMA
 from s3events.ingest.model import Batch, FileRef
 from s3events.ingest.target import TargetSpec, key_path_pattern
 
@@ -47,17 +48,6 @@ LINEAGE = [f.name for f in LINEAGE_FIELDS]
 CORRUPT = "_corrupt_record"
 _TS = pa.timestamp("us", tz="UTC")
 
-ERROR_SCHEMA = pa.schema(
-    [
-        pa.field("_source_file", pa.string()),
-        pa.field("_source_etag", pa.string()),
-        pa.field("_source_line", pa.int64()),  # null for a whole-file problem
-        pa.field("raw", pa.string()),  # the line as read (null for a whole-file problem)
-        pa.field("error", pa.string(), nullable=False),
-        pa.field("_event_time", _TS),
-        pa.field(INGESTED_AT, _TS),
-    ]
-)
 log = logging.getLogger(__name__)
 _TARGET_FILE_BYTES = 256 << 20  # aim for output files of about this size
 _MIN_SHARED_BYTES = 32 << 20  # below this per core, one task writes (no tiny files for small batches)

@@ -3,6 +3,7 @@ carry data and checkpoint together."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,14 +16,26 @@ from s3events.adapters import delta
 from s3events.adapters.aws import StorageOptions, resolve
 from s3events.adapters.delta_commit import check_transactions, commit_files, transaction_versions
 from s3events.adapters.parquet_files import WrittenFile
-from s3events.errors import CheckpointError
-from s3events.ingest.checkpoint import app_ids, from_transactions, to_transactions
+from s3events.errors import CheckpointError, CommitConflict
+from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to_transactions
 from s3events.ingest.model import Checkpoint, FileRef
 from s3events.ingest.plan import ensure_forward
 
 log = logging.getLogger(__name__)
 
 TARGET_SCHEMA_VERSION = 1
+ERRORS_SCHEMA_VERSION = 1
+ERROR_SCHEMA = pa.schema(
+    [
+        pa.field("_source_file", pa.string()),
+        pa.field("_source_etag", pa.string()),
+        pa.field("_source_line", pa.int64()),  # null for a whole-file problem
+        pa.field("raw", pa.string()),  # the line as read (null for a whole-file problem)
+        pa.field("error", pa.string(), nullable=False),
+        pa.field("_event_time", pa.timestamp("us", tz="UTC")),
+        pa.field("_ingested_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 _CONFIGURATION = {"s3events.schema.version": str(TARGET_SCHEMA_VERSION)}
 
 
@@ -211,6 +224,39 @@ class ErrorTable:
     def _storage_options(self) -> dict[str, str]:
         return resolve(self._storage)
 
+    def origin(self) -> Checkpoint | None:
+        """The starting point recorded for a target without a checkpoint, if any."""
+        app = origin_id(self.app_id)
+        version = transaction_versions(self.path, [app], self._storage_options())[app]
+        return None if version is None else Checkpoint(version, 0)
+
+    def record_origin(self, start: Checkpoint) -> Checkpoint:
+        """Record `start` as the target's starting point unless one is recorded already; returns the one
+        that holds (another process may have recorded its own first)."""
+        app = origin_id(self.app_id)
+        delta.open_or_create(
+            self.path,
+            ERROR_SCHEMA,
+            kind="errors",
+            schema_version=ERRORS_SCHEMA_VERSION,
+            storage_options=self._storage_options(),
+        )
+        with contextlib.suppress(CommitConflict):  # someone recorded one meanwhile: theirs holds
+            commit_files(
+                self.path,
+                [],
+                schema=ERROR_SCHEMA,
+                partition_by=[],
+                storage_options=self._storage_options(),
+                transactions={app: start.version},
+                expected_transactions={app: None},
+                custom_metadata={"s3events.writer": "ingest-origin"},
+            )
+        recorded = self.origin()
+        if recorded is None:
+            raise CheckpointError(f"{self.path}: the starting point {start} was not recorded")
+        return recorded
+
     def record(self, errors: pa.Table, *, end: Checkpoint) -> int:
         if errors.num_rows == 0:
             return 0
@@ -221,7 +267,11 @@ class ErrorTable:
             return 0
         properties = _checkpoint_properties(self.app_id, end, {"s3events.writer": "ingest-errors"})
         table = delta.open_or_create(
-            self.path, errors.schema, kind="errors", schema_version=1, storage_options=self._storage_options()
+            self.path,
+            errors.schema,
+            kind="errors",
+            schema_version=ERRORS_SCHEMA_VERSION,
+            storage_options=self._storage_options(),
         )
         check_transactions(table, self.path, seen)
         write_deltalake(table, errors, mode="append", commit_properties=properties)

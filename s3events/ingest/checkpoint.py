@@ -2,6 +2,8 @@
 
 `<app_id>` holds the metadata version fully ingested; `<app_id>/position` the number of routed entries
 of the next version already ingested. Two plain numbers rather than one opaque encoding.
+`<app_id>/origin` (in the error table, whose schema is known before any data) holds where a target
+without a checkpoint starts, so `strategy=latest` means the same point on every run.
 """
 
 from __future__ import annotations
@@ -9,6 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from s3events.ingest.model import Checkpoint
+
+
+def origin_id(app_id: str) -> str:
+    """The app id of a target's recorded starting point (missing.checkpoint.strategy=latest): the metadata
+    version its first run found, kept in the target's error table until the target has a checkpoint."""
+    return f"{app_id}/origin"
 
 
 def app_ids(app_id: str) -> tuple[str, str]:

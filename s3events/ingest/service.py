@@ -67,6 +67,7 @@ class _TargetState:
         self.table = table
         self.errors = errors
         self.cursor: Checkpoint | None = None  # in memory: scanned-through point past unrouted versions
+        self.origin: Checkpoint | None = None  # the recorded starting point while there is no checkpoint
         self.caught_up_logged = False
 
 
@@ -148,11 +149,17 @@ class Ingest:
 
     def _position(self, state: _TargetState, latest: int) -> Checkpoint:
         stored = state.table.checkpoint()
+        if stored is None:
+            stored = state.origin = state.origin or state.errors.origin()
         if state.cursor is not None and (stored is None or state.cursor > stored):
             return state.cursor
         if stored is not None:
             return stored
-        start = Checkpoint(-1, 0) if self._strategy == "earliest" else Checkpoint(latest, 0)
+        if self._strategy == "earliest":
+            start = Checkpoint(-1, 0)
+        else:
+            # Durable from the first run: a restart (or the next --once) starts from the same point.
+            start = state.origin = state.errors.record_origin(Checkpoint(latest, 0))
         log.info(
             "target %s has no checkpoint; starting at %s (strategy %s)",
             state.spec.name,

@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -15,7 +16,9 @@ import pytest
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
 from s3events.errors import CheckpointError
+from s3events.ingest.model import Checkpoint
 from s3events.ingest.service import Ingest, run_ingest
+from s3events.status import gather_status
 from tests.conftest import Stack, read_table, write_metadata_version
 
 pytestmark = pytest.mark.integration
@@ -275,3 +278,45 @@ def test_removed_object_rows_are_deleted_and_a_recreation_is_kept(make_stack, s3
     capture(stack)
     run_ingest(settings, once=True, spark=spark)
     assert sorted(r["x"] for r in read_table(target)) == [1, 4]
+
+
+def test_latest_strategy_start_is_durable_so_once_runs_and_restarts_ingest_what_came_after(
+    make_stack, s3, spark, tmp_path
+):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="l/old.json", Body=jsonl([{"x": "old"}]))
+    capture(stack)  # metadata version 1: before the target's first run
+    target = str(tmp_path / "l")
+    settings = settings_for(
+        stack, {"l": target_conf("l", target, "json")}, ingest__missing__checkpoint__strategy="latest"
+    )
+
+    first = run_ingest(settings, once=True, spark=spark)
+    assert first.batches == 0
+    s3.put_object(Bucket=stack.bucket, Key="l/new.json", Body=jsonl([{"x": "new"}]))
+    capture(stack)  # metadata version 2: after the first run
+    assert run_ingest(settings, once=True, spark=spark).rows == 1  # a later --once still starts after 1
+    s3.put_object(Bucket=stack.bucket, Key="l/newer.json", Body=jsonl([{"x": "newer"}]))
+    capture(stack)
+    run_ingest(settings, once=True, spark=spark)
+
+    assert sorted(r["x"] for r in read_table(target)) == ["new", "newer"]
+
+
+def test_latest_strategy_start_is_recorded_at_the_first_run_and_status_shows_what_is_pending(
+    make_stack, s3, tmp_path
+):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="l/old.json", Body=jsonl([{"x": "old"}]))
+    capture(stack)
+    target = str(tmp_path / "l")
+    settings = settings_for(
+        stack, {"l": target_conf("l", target, "json")}, ingest__missing__checkpoint__strategy="latest"
+    )
+    assert Ingest(settings).run_once().idle  # records its start at version 1; no Spark needed
+    s3.put_object(Bucket=stack.bucket, Key="l/new.json", Body=jsonl([{"x": "new"}]))
+    capture(stack)  # version 2, while no ingest runs
+
+    (status,) = gather_status(settings, now=datetime.now(UTC)).targets
+    assert status.checkpoint == Checkpoint(1, 0)
+    assert status.lag_versions == 1 and status.oldest_pending_version == 2
