@@ -290,7 +290,7 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
                         rows,
                         route=spec.route,
                         latest_version=latest,
-                        include_removals=spec.on_object_removed == "delete",
+                        mirror=spec.on_object_removed == "delete",
                     )
                     pending[spec.name] = reach.version + 1 if reach.version < latest else None
     # One read of the metadata log serves every target: from the oldest pending version to the latest.

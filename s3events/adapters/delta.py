@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
@@ -19,6 +20,13 @@ T = TypeVar("T")
 
 SCHEMA_VERSION_PROPERTY = "s3events.schema.version"
 TABLE_KIND_PROPERTY = "s3events.table.kind"
+
+
+def text_field(name: str) -> pc.Expression:
+    """A string column for a pyarrow dataset filter over a Delta table. delta-rs writes `string_view` in the
+    files it rewrites (MERGE updates), and a filter comparing such a file's column with a plain string
+    literal fails ("no kernel matching input types (string, string_view)"): compare as string."""
+    return pc.field(name).cast(pa.string())
 
 
 def is_s3(path: str) -> bool:

@@ -37,7 +37,8 @@ class MetadataFeed:
         return int(table.version())
 
     def changes_after(self, version: int, *, up_to: int) -> Changes:
-        """Inserted rows of metadata versions (version, up_to], as FileRefs."""
+        """Inserted and refreshed rows of metadata versions (version, up_to], as FileRefs. A refreshed row
+        (`update_postimage`) is an object created again (`MetadataTable`): `recreated`."""
         table = self._open()
         if table is None or up_to <= version:
             return Changes([], max(up_to, version))
@@ -65,9 +66,10 @@ class MetadataFeed:
                 event_id=r["event_id"],
                 event_kind=r["event_kind"],
                 commit_version=int(r["_commit_version"]),
+                recreated=r["_change_type"] == "update_postimage",
             )
             for r in changes.to_pylist()
-            if r["_change_type"] == "insert"  # the table is insert-only; other kinds would be repairs
+            if r["_change_type"] in ("insert", "update_postimage")
         ]
         return Changes(rows, up_to)
 

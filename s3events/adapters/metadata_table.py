@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties
 from deltalake.exceptions import CommitFailedError
 
@@ -63,6 +64,7 @@ class CommitResult:
     written: int
     duplicates: int
     version: int | None  # the table version after this step (None: no table yet)
+    recreated: int = 0  # of `written`: known objects seen again later (re-created after a removal)
 
 
 def _metadata_batch(records: Sequence[EventRecord]) -> pa.Table:
@@ -108,8 +110,9 @@ def _quarantine_batch(records: Sequence[QuarantineRecord]) -> pa.Table:
     )
 
 
-class _InsertOnlyTable:
-    """A table written by insert-if-absent MERGEs on one identity column, retried on conflicts."""
+class _IdentityTable:
+    """A table written by MERGEs on one identity column that insert absent rows (and, with `refresh_when`,
+    overwrite a matched row when that predicate on source `s` and target `t` holds), retried on conflicts."""
 
     def __init__(
         self,
@@ -122,8 +125,10 @@ class _InsertOnlyTable:
         storage_options: Mapping[str, str] | Any,
         commit_attempts: int,
         window: tuple[str, timedelta] | None = None,
+        refresh_when: str | None = None,
     ) -> None:
         self.path = path
+        self._refresh_when = refresh_when
         self._window = window  # (timestamp column, age): the MERGE only looks at rows this recent
         self._kind = kind
         self._schema = schema
@@ -159,7 +164,8 @@ class _InsertOnlyTable:
         return 0 if table is None else int(table.count())
 
     def insert_absent(self, batch: pa.Table, *, custom_metadata: Mapping[str, str]) -> CommitResult:
-        """MERGE the (already unique) batch, inserting rows whose identity the table does not hold."""
+        """MERGE the (already unique) batch, inserting rows whose identity the table does not hold and
+        refreshing matched rows that satisfy `refresh_when`."""
 
         @delta.retry_conflicts(self._attempts)
         def attempt() -> CommitResult:
@@ -170,30 +176,53 @@ class _InsertOnlyTable:
                 column, age = self._window
                 since = (datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
                 predicate = f"t.{column} >= '{since}' AND {predicate}"
+            merger = table.merge(
+                batch,
+                predicate=predicate,
+                source_alias="s",
+                target_alias="t",
+                commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
+            )
+            # Explicit columns: the source may carry helper columns the refresh predicate reads.
+            columns = {name: f"s.{name}" for name in self._schema.names}
+            if self._refresh_when is not None:
+                merger = merger.when_matched_update(updates=columns, predicate=self._refresh_when)
             try:
-                metrics = (
-                    table.merge(
-                        batch,
-                        predicate=predicate,
-                        source_alias="s",
-                        target_alias="t",
-                        commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
-                    )
-                    .when_not_matched_insert_all()
-                    .execute()
-                )
+                metrics = merger.when_not_matched_insert(updates=columns).execute()
             except CommitFailedError as exc:
                 raise delta.as_conflict(exc) from exc
             inserted = int(metrics.get("num_target_rows_inserted", 0))
+            recreated = int(metrics.get("num_target_rows_updated", 0))
             return CommitResult(
-                written=inserted, duplicates=batch.num_rows - inserted, version=table.version()
+                written=inserted + recreated,
+                duplicates=batch.num_rows - inserted - recreated,
+                version=table.version(),
+                recreated=recreated,
             )
 
         return attempt()
 
 
-class MetadataTable(_InsertOnlyTable):
+# A created event for an object the table already holds, but later than the held one: the object was
+# created again (after a removal, or re-uploaded with the same bytes). The row takes the new event, so
+# the change feed shows an update that ingest can act on; a redelivery (same event time) changes nothing.
+# A backfilled row's time is the listing's LastModified, whole seconds (or a multipart upload's start),
+# so the notification of that same upload, arriving after backfill wrote it, is not taken for a new one
+# unless it is a second later (`_refresh_floor` = event time - 1 s; delta-rs predicates have no interval
+# arithmetic).
+RECREATED = (
+    "s.event_kind = 'created' AND s.event_time > t.event_time "
+    "AND (t.event_source <> 'backfill' OR s._refresh_floor >= t.event_time)"
+)
+_REFRESH_MARGIN = timedelta(seconds=1)
+
+
+class MetadataTable(_IdentityTable):
     """One row per object event, deduplicated by event_id; change data feed on.
+
+    A created event's identity is the object's content (bucket, key, version id or etag), so a later
+    created event with the same identity is a re-creation: it refreshes the row (`RECREATED`) instead of
+    adding one, and the change feed carries it as an `update_postimage`.
 
     The duplicate check covers rows captured within `dedupe_window` (None: the whole table). Every
     duplicate capture can see is younger than that: SQS drops a message once it is older than the
@@ -218,17 +247,21 @@ class MetadataTable(_InsertOnlyTable):
             storage_options=storage_options,
             commit_attempts=commit_attempts,
             window=None if dedupe_window is None else ("captured_at", dedupe_window),
+            refresh_when=RECREATED,
         )
 
     def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:
         unique, in_batch_duplicates = dedupe(list(records))
         if not unique:
             return CommitResult(written=0, duplicates=in_batch_duplicates, version=self.version())
-        result = self.insert_absent(_metadata_batch(unique), custom_metadata=custom_metadata)
+        batch = _metadata_batch(unique)
+        floor = pc.subtract(batch.column("event_time"), pa.scalar(_REFRESH_MARGIN, pa.duration("us")))
+        batch = batch.append_column("_refresh_floor", floor.cast(_TS))
+        result = self.insert_absent(batch, custom_metadata=custom_metadata)
         return CommitResult(result.written, result.duplicates + in_batch_duplicates, result.version)
 
 
-class QuarantineTable(_InsertOnlyTable):
+class QuarantineTable(_IdentityTable):
     """Poison messages, one row per message id (a redelivered poison message is not recorded twice)."""
 
     def __init__(self, path: str, *, storage_options: Any, commit_attempts: int = 10) -> None:

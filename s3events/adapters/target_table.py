@@ -18,7 +18,7 @@ from s3events.adapters.delta_commit import check_transactions, commit_files, tra
 from s3events.adapters.parquet_files import WrittenFile
 from s3events.errors import CheckpointError, CommitConflict
 from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to_transactions
-from s3events.ingest.model import Checkpoint, FileRef
+from s3events.ingest.model import Checkpoint, Deletion, FileRef
 from s3events.ingest.plan import ensure_forward
 
 log = logging.getLogger(__name__)
@@ -152,24 +152,36 @@ class TargetTable:
             expected_transactions=seen,
         )
 
-    def delete_removed(self, removals: Sequence[FileRef]) -> int:
-        """Delete the rows of removed objects that were ingested from events before each removal.
-
-        Idempotent, so it runs in its own commit ahead of the batch's data commit: a replay deletes
-        nothing more, and rows of a later re-creation of the same key (newer event time) are kept.
-        """
+    def delete_rows(self, deletions: Sequence[Deletion]) -> int:
+        """Delete, per object, the rows ingested from its events before `Deletion.before` (see
+        `plan.mirror_step`). Idempotent, so it runs in its own commit ahead of the batch's data commit: a
+        replay deletes nothing more. A delete that matches no row makes no commit."""
         table = delta.open_table(self.path, self._storage_options())
-        if table is None or not removals:
+        if table is None or not deletions:
             return 0
         predicate = " OR ".join(
-            f"(_source_file = {_sql_string(r.uri)} AND _event_time < {_sql_string(_iso(r.event_time))})"
-            for r in removals
+            f"(_source_file = {_sql_string(d.uri)} AND _event_time < {_sql_string(_iso(d.before))})"
+            for d in deletions
         )
         metrics = table.delete(
             predicate,
             commit_properties=CommitProperties(custom_metadata={"s3events.writer": "ingest-removals"}),
         )
         return int(metrics.get("num_deleted_rows", 0))
+
+    def held_contents(self, files: Sequence[FileRef]) -> set[tuple[str, str | None]]:
+        """The (uri, etag) pairs of `files` the target holds rows of. Scans only the two lineage columns of
+        files whose statistics may hold those uris; meant for the rare re-uploaded objects."""
+        table = delta.open_table(self.path, self._storage_options())
+        if table is None or not files:
+            return set()
+        uris = sorted({f.uri for f in files})
+        found = table.to_pyarrow_dataset().to_table(
+            columns=["_source_file", "_source_etag"], filter=delta.text_field("_source_file").isin(uris)
+        )
+        lineage = found.to_pydict()
+        held = set(zip(lineage["_source_file"], lineage["_source_etag"], strict=True))
+        return {(f.uri, f.etag) for f in files if (f.uri, f.etag) in held}
 
     def _guard(self, start: Checkpoint, end: Checkpoint) -> dict[str, int | None]:
         """Refuse a checkpoint that would move backwards or that another process moved meanwhile;

@@ -55,13 +55,36 @@ class BackfillTable:
         )
 
     def known_ids(self, buckets: Sequence[str]) -> pa.Table:
-        """The `event_id`s of created events in `buckets`: one Arrow column, nothing else read."""
+        """The `event_id`s of objects in `buckets` the table knows as existing: one Arrow column.
+
+        An object whose latest recorded event is a removal is not known: if the listing shows it, it was
+        created again and its notification was lost, so the pass writes it (a re-creation, `RECREATED`).
+        """
         table = delta.open_table(self.path, self._storage_options())
         if table is None:
             return EMPTY_IDS
         delta.check_schema_version(table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION)
-        wanted = pc.field("bucket").isin(list(buckets)) & (pc.field("event_kind") == "created")
-        return table.to_pyarrow_dataset().to_table(columns=["event_id"], filter=wanted)
+        dataset = table.to_pyarrow_dataset()
+        in_buckets = delta.text_field("bucket").isin(list(buckets))
+        created = in_buckets & (delta.text_field("event_kind") == "created")
+        removed = dataset.to_table(
+            columns=["bucket", "key", "event_time"],
+            filter=in_buckets & (delta.text_field("event_kind") == "removed"),
+        )
+        if removed.num_rows == 0:
+            return dataset.to_table(columns=["event_id"], filter=created)
+        last_removed = removed.group_by(["bucket", "key"]).aggregate([("event_time", "max")])
+        # Only created rows of removed keys need the comparison; the rest are known as they are.
+        removed_keys = delta.text_field("key").isin(pc.unique(last_removed.column("key")).cast(pa.string()))
+        plain = dataset.to_table(columns=["event_id"], filter=created & ~removed_keys)
+        candidates = dataset.to_table(
+            columns=["event_id", "bucket", "key", "event_time"], filter=created & removed_keys
+        ).join(last_removed, keys=["bucket", "key"], join_type="left outer")
+        removal = candidates.column("event_time_max")
+        alive = pc.or_kleene(pc.is_null(removal), pc.greater(candidates.column("event_time"), removal))
+        return pa.concat_tables(
+            [plain, candidates.filter(alive).select(["event_id"])], promote_options="permissive"
+        )
 
     def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:
         """Insert the records the table does not hold (MERGE on event_id, conflicts retried)."""

@@ -430,8 +430,9 @@ TARGET_ON_OBJECT_REMOVED: Key[OnObjectRemoved] = _target(
     "on.object.removed",
     type=ChoiceType(get_args(OnObjectRemoved)),
     default="ignore",
-    doc="On an ObjectRemoved event: ignore it, or delete the rows that came from that object from the "
-    "target table.",
+    doc="ignore = the target appends every object content once and keeps rows of removed objects; "
+    "delete = the target mirrors S3: a removal deletes the object's rows and an overwrite replaces them "
+    "(README, Object lifecycle).",
 )
 
 # ---------------------------------------------------------------------------------------------- backfill

@@ -32,15 +32,18 @@ class QuarantineRecord:
 
 
 def dedupe(records: list[EventRecord]) -> tuple[list[EventRecord], int]:
-    """Keep the first record per event id. Returns (unique records, number dropped).
+    """One record per event id: the latest by event time (the first of equals). Returns (unique records in
+    first-seen order, number dropped).
 
-    A MERGE inserts every source duplicate, so the batch must be unique before it reaches the table.
+    A MERGE inserts every source duplicate, so the batch must be unique before it reaches the table. The
+    latest is kept because a later created event of the same identity is a re-creation (see
+    `MetadataTable`): a batch holding an upload, its removal and the same bytes uploaded again must
+    keep the last upload, or the object would look removed.
     """
-    seen: set[str] = set()
-    unique: list[EventRecord] = []
+    chosen: dict[str, EventRecord] = {}
     for record in records:
         event_id = record.event.event_id
-        if event_id not in seen:
-            seen.add(event_id)
-            unique.append(record)
-    return unique, len(records) - len(unique)
+        held = chosen.get(event_id)
+        if held is None or record.event.event_time > held.event.event_time:
+            chosen[event_id] = record  # a dict keeps the position of the first insertion
+    return list(chosen.values()), len(records) - len(chosen)

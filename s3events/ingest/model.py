@@ -21,7 +21,11 @@ class FileRef:
     event_time: datetime
     event_id: str
     event_kind: EventKind
-    commit_version: int  # the metadata table version whose commit inserted this row
+    commit_version: int  # the metadata table version whose commit inserted (or refreshed) this row
+    # A known object created again (after a removal, or the same bytes uploaded again): its content may
+    # already be in a target. A target that mirrors S3 reads it again (replacing older rows); one that
+    # appends reads it only when it holds no rows of that content (a first read may have failed).
+    recreated: bool = False
 
     @property
     def uri(self) -> str:
@@ -45,6 +49,15 @@ class Checkpoint:
 class Limits:
     max_files: int = 1000
     max_bytes: int = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """Rows of one object to remove from a target that mirrors S3: those ingested from events before
+    `before` (a removal removes them; a later upload of the object replaces them)."""
+
+    uri: str
+    before: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,14 +11,14 @@ the same thing after a restart.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from s3events.errors import CheckpointError
-from s3events.ingest.model import Batch, Checkpoint, FileRef, Limits
+from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits
 
-__all__ = ["Route", "caught_up_to", "ensure_forward", "plan"]
+__all__ = ["Route", "append_step", "caught_up_to", "ensure_forward", "mirror_step", "plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +59,21 @@ def plan(
     *,
     route: Route,
     limits: Limits,
-    include_removals: bool = False,
+    mirror: bool = False,
     latest_version: int | None = None,
 ) -> Batch | None:
     """The next batch after `checkpoint`, or None when nothing routed is left to ingest.
 
     `changes` are metadata rows of versions after `checkpoint.version`, in any order (older rows are
-    ignored). `latest_version` is the metadata version they were read up to (default: the highest
+    ignored). With `mirror` (on.object.removed=delete) removals are routed too, else created entries only.
+    `latest_version` is the metadata version they were read up to (default: the highest
     `commit_version` among them); a batch that takes every remaining routed entry ends there.
 
     A batch takes routed entries in plan order while it holds fewer than `limits.max_files` entries and
     its created files' sizes (None counts 0) add up to at most `limits.max_bytes`; its first entry is
     taken whatever its size, so every batch makes progress.
     """
-    pending = _pending(checkpoint, changes, route, include_removals, latest_version)
+    pending = _pending(checkpoint, changes, route, mirror, latest_version)
     taken = _take(pending.entries, limits)
     if not taken:
         return None
@@ -89,7 +90,7 @@ def caught_up_to(
     changes: Sequence[FileRef],
     *,
     route: Route,
-    include_removals: bool = False,
+    mirror: bool = False,
     latest_version: int | None = None,
 ) -> Checkpoint:
     """The furthest checkpoint a target can move to without ingesting anything.
@@ -98,8 +99,43 @@ def caught_up_to(
     otherwise it stops just before the first routed entry not yet ingested. Never behind `checkpoint`.
     The caller keeps it in memory only, to avoid rescanning versions that hold nothing for the target.
     """
-    pending = _pending(checkpoint, changes, route, include_removals, latest_version)
+    pending = _pending(checkpoint, changes, route, mirror, latest_version)
     return max(checkpoint, _checkpoint_after(checkpoint, pending, 0))
+
+
+def mirror_step(batch: Batch) -> tuple[tuple[FileRef, ...], tuple[Deletion, ...]]:
+    """For a target that mirrors S3 (on.object.removed=delete): the files to read and the rows to delete.
+
+    Per object, the batch's latest event (by event time; an upload wins a tie with a removal) says what
+    S3 holds now. Rows from before it go: a removal removes the object, a later upload replaces its
+    content. Only that latest upload is read, and none when the latest event is a removal. Deleting is
+    idempotent, so it may run in its own commit ahead of the data commit and again on a replay.
+    """
+    latest: dict[str, FileRef] = {}
+    for entry in (*batch.files, *batch.removals):
+        held = latest.get(entry.uri)
+        if held is None or _recency(entry) > _recency(held):
+            latest[entry.uri] = entry
+    read = tuple(f for f in batch.files if latest[f.uri] is f)
+    deletions = tuple(Deletion(uri, entry.event_time) for uri, entry in latest.items())
+    return read, deletions
+
+
+def append_step(batch: Batch, held: Collection[tuple[str, str | None]]) -> tuple[FileRef, ...]:
+    """For an appending target (on.object.removed=ignore): the files to read, each content once.
+
+    A re-created entry (`FileRef.recreated`) is read only when neither the target (`held`: the (uri,
+    etag) pairs it has rows of) nor an earlier file of this batch has its content: its first read may
+    have failed (the object was overwritten before it was read), or not happened yet.
+    """
+    seen = set(held)
+    files = []
+    for f in batch.files:
+        if f.recreated and (f.uri, f.etag) in seen:
+            continue
+        seen.add((f.uri, f.etag))
+        files.append(f)
+    return tuple(files)
 
 
 def ensure_forward(stored: Checkpoint, proposed: Checkpoint) -> None:
@@ -135,20 +171,27 @@ def _plan_order(entry: FileRef) -> tuple[int, str, str, str, str, str, str]:
     )
 
 
+def _recency(entry: FileRef) -> tuple[object, ...]:
+    return (entry.event_time, entry.event_kind == "created", entry.event_id)
+
+
+def _routed(entry: FileRef, mirror: bool) -> bool:
+    return mirror or entry.event_kind == "created"
+
+
 def _pending(
     start: Checkpoint,
     changes: Sequence[FileRef],
     route: Route,
-    include_removals: bool,
+    mirror: bool,
     latest_version: int | None,
 ) -> _Pending:
-    kinds = {"created", "removed"} if include_removals else {"created"}
     routed = sorted(
         (
             entry
             for entry in changes
             if entry.commit_version > start.version
-            and entry.event_kind in kinds
+            and _routed(entry, mirror)
             and route.matches(entry.bucket, entry.key)
         ),
         key=_plan_order,

@@ -19,7 +19,7 @@ from s3events.adapters.target_table import ErrorTable, TargetTable
 from s3events.config import Settings, keys
 from s3events.errors import CheckpointError, FatalError, S3EventsError
 from s3events.ingest.model import Batch, Checkpoint
-from s3events.ingest.plan import caught_up_to, ensure_forward, plan
+from s3events.ingest.plan import append_step, caught_up_to, ensure_forward, mirror_step, plan
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.runloop import StopFlag, run_loop
 
@@ -172,14 +172,14 @@ class Ingest:
     def _run_target(self, state: _TargetState, start: Checkpoint, changes: Changes) -> BatchResult | None:
         spec = state.spec
         rows = [r for r in changes.rows if r.commit_version > start.version]
-        include_removals = spec.on_object_removed == "delete"
+        mirror = spec.on_object_removed == "delete"
         # 1. plan: a bounded batch after the checkpoint (pure)
         batch = plan(
             start,
             rows,
             route=spec.route,
             limits=spec.limits,
-            include_removals=include_removals,
+            mirror=mirror,
             latest_version=changes.latest_version,
         )
         if batch is None:
@@ -187,7 +187,7 @@ class Ingest:
                 start,
                 rows,
                 route=spec.route,
-                include_removals=include_removals,
+                mirror=mirror,
                 latest_version=changes.latest_version,
             )
             if not state.caught_up_logged:
@@ -205,15 +205,15 @@ class Ingest:
         spec = state.spec
         started = time.monotonic()
         deleted = 0
-        if batch.removals:
-            # on.object.removed=delete: rows of removed objects go first (idempotent, own commit); an
-            # object created and removed within this batch is not read at all.
-            deleted = state.table.delete_removed(batch.removals)
-            removed_at = {r.uri: r.event_time for r in batch.removals}
-            live = tuple(
-                f for f in batch.files if not (f.uri in removed_at and removed_at[f.uri] > f.event_time)
-            )
-            batch = replace(batch, files=live)
+        if spec.on_object_removed == "delete":
+            # The target mirrors S3: rows of removed or replaced objects go first (idempotent, own commit).
+            files, deletions = mirror_step(batch)
+            deleted = state.table.delete_rows(deletions)
+            batch = replace(batch, files=files)
+        elif any(f.recreated for f in batch.files):
+            # Appending: content uploaded again lands once (rows of it in the target or this batch).
+            held = state.table.held_contents([f for f in batch.files if f.recreated])
+            batch = replace(batch, files=append_step(batch, held))
         if not batch.files:
             version = state.table.commit_checkpoint(start=batch.start, end=batch.end)
             return BatchResult(

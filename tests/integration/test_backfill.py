@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from s3events.adapters import aws, provision
+from s3events.adapters.metadata_feed import MetadataFeed
 from s3events.adapters.s3_listing import ListedObject
 from s3events.backfill import (
     APP_ID,
@@ -148,6 +149,29 @@ def test_objects_outside_the_notification_filter_are_backfilled_exactly_once(fil
         assert row["event_name"] == "ObjectCreated:Put" and row["event_kind"] == "created"
         assert row["event_time"] == head["LastModified"].astimezone(UTC)
         assert row["message_id"] is None and row["sequencer"] is None and row["version_id"] is None
+
+
+def test_object_uploaded_again_after_a_removal_whose_notification_was_lost_is_backfilled_as_recreated(
+    filtered_stack, s3, sqs
+):
+    stack = filtered_stack
+    key = "notified/again.json"
+    s3.put_object(Bucket=stack.bucket, Key=key, Body=b"same")
+    capture_once(stack)
+    s3.delete_object(Bucket=stack.bucket, Key=key)
+    capture_once(stack)  # the removal is recorded
+    s3.put_object(Bucket=stack.bucket, Key=key, Body=b"same")
+    sqs.purge_queue(QueueUrl=stack.queue_url)  # its notification is lost
+    before = table_version(stack)
+
+    report = run_backfill(settings_for(stack), sources=[f"s3://{stack.bucket}/notified/"])
+
+    assert report.injected == 1
+    feed = MetadataFeed(stack.metadata_path, storage_options={})
+    (change,) = feed.changes_after(before, up_to=table_version(stack)).rows
+    assert change.key == key and change.recreated and change.event_kind == "created"
+    again = run_backfill(settings_for(stack), sources=[f"s3://{stack.bucket}/notified/"])
+    assert again.injected == 0
 
 
 def test_versioned_bucket_is_backfilled_by_latest_version_without_delete_markers(plain_stack, s3):

@@ -320,3 +320,62 @@ def test_latest_strategy_start_is_recorded_at_the_first_run_and_status_shows_wha
     (status,) = gather_status(settings, now=datetime.now(UTC)).targets
     assert status.checkpoint == Checkpoint(1, 0)
     assert status.lag_versions == 1 and status.oldest_pending_version == 2
+
+
+@pytest.mark.parametrize("ingest_between", [False, True], ids=["one-capture", "ingest-between"])
+def test_mirror_target_keeps_an_object_deleted_then_uploaded_again_with_the_same_bytes(
+    make_stack, s3, spark, tmp_path, ingest_between
+):
+    stack = make_stack()
+    body = jsonl([{"v": "c"}])
+    s3.put_object(Bucket=stack.bucket, Key="in/c.json", Body=body)
+    capture(stack)
+    target = str(tmp_path / "m")
+    settings = settings_for(stack, {"m": target_conf("m", target, "json", on__object__removed="delete")})
+    run_ingest(settings, once=True, spark=spark)
+
+    s3.delete_object(Bucket=stack.bucket, Key="in/c.json")
+    if ingest_between:
+        capture(stack)
+        run_ingest(settings, once=True, spark=spark)
+        assert read_table(target) == []
+    s3.put_object(Bucket=stack.bucket, Key="in/c.json", Body=body)
+    capture(stack)
+    run_ingest(settings, once=True, spark=spark)
+
+    assert [r["v"] for r in read_table(target)] == ["c"]
+
+
+def test_mirror_target_replaces_the_rows_of_an_overwritten_object(make_stack, s3, spark, tmp_path):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="in/o.json", Body=jsonl([{"v": 1}, {"v": 2}]))
+    capture(stack)
+    target = str(tmp_path / "m")
+    settings = settings_for(stack, {"m": target_conf("m", target, "json", on__object__removed="delete")})
+    run_ingest(settings, once=True, spark=spark)
+    s3.put_object(Bucket=stack.bucket, Key="in/o.json", Body=jsonl([{"v": 3}]))
+    capture(stack)
+
+    run_ingest(settings, once=True, spark=spark)
+
+    assert [r["v"] for r in read_table(target)] == [3]
+
+
+def test_appending_target_lands_an_object_once_across_removal_and_same_bytes_upload(
+    make_stack, s3, spark, tmp_path
+):
+    stack = make_stack()
+    body = jsonl([{"v": "c"}])
+    s3.put_object(Bucket=stack.bucket, Key="in/c.json", Body=body)
+    capture(stack)
+    target = str(tmp_path / "a")
+    settings = settings_for(stack, {"a": target_conf("a", target, "json")})
+    run_ingest(settings, once=True, spark=spark)
+    s3.delete_object(Bucket=stack.bucket, Key="in/c.json")
+    s3.put_object(Bucket=stack.bucket, Key="in/c.json", Body=body)
+    s3.put_object(Bucket=stack.bucket, Key="in/c.json", Body=body)
+    capture(stack)
+
+    run_ingest(settings, once=True, spark=spark)
+
+    assert [r["v"] for r in read_table(target)] == ["c"]

@@ -34,3 +34,17 @@ def test_new_content_under_the_same_key_is_a_new_event():
 def test_creation_and_removal_of_one_key_are_both_kept():
     unique, _ = dedupe([record("a"), record("a", name="ObjectRemoved:Delete")])
     assert sorted(r.event.kind for r in unique) == ["created", "removed"]
+
+
+def test_same_content_uploaded_again_later_keeps_the_later_upload():
+    later = EventRecord(
+        event=ObjectEvent(
+            bucket="b", key="a", event_name="ObjectCreated:Put", event_time=T0.replace(minute=5), etag="e1"
+        ),
+        source="sqs",
+        captured_at=T0,
+        message_id="m3",
+    )
+    unique, dropped = dedupe([record("a"), record("a", name="ObjectRemoved:Delete"), later])
+    assert [(r.event.kind, r.message_id) for r in unique] == [("created", "m3"), ("removed", "m1")]
+    assert dropped == 1

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from s3events.errors import CheckpointError, S3EventsError
 from s3events.ingest.model import Batch, Checkpoint, EventKind, FileRef, Limits
-from s3events.ingest.plan import Route, caught_up_to, ensure_forward, plan
+from s3events.ingest.plan import Route, append_step, caught_up_to, ensure_forward, mirror_step, plan
 
 T0 = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 ANY = Route()
@@ -27,17 +27,21 @@ def ref(
     size: int | None = 1,
     kind: EventKind = "created",
     bucket: str = "b",
+    recreated: bool = False,
+    at: datetime = T0,
+    etag: str = "e",
 ) -> FileRef:
     return FileRef(
         bucket=bucket,
         key=key,
-        etag="e",
+        etag=etag,
         version_id=None,
         size=size,
-        event_time=T0,
+        event_time=at,
         event_id=event_id or f"{version}-{key}",
         event_kind=kind,
         commit_version=version,
+        recreated=recreated,
     )
 
 
@@ -62,7 +66,7 @@ def drain(
     limits: Limits,
     *,
     route: Route = ANY,
-    include_removals: bool = False,
+    mirror: bool = False,
     latest_version: int | None = None,
 ) -> list[Batch]:
     """Plan and commit batches until none is left."""
@@ -73,7 +77,7 @@ def drain(
             changes,
             route=route,
             limits=limits,
-            include_removals=include_removals,
+            mirror=mirror,
             latest_version=latest_version,
         )
         if batch is None:
@@ -181,11 +185,11 @@ def test_removals_count_toward_max_files_but_not_bytes():
         ref("b", 1, "3", size=40),
         ref("c", 1, "4", size=1),
     ]
-    batch = plan(Checkpoint(), changes, route=ANY, limits=Limits(max_bytes=100), include_removals=True)
+    batch = plan(Checkpoint(), changes, route=ANY, limits=Limits(max_bytes=100), mirror=True)
     assert batch is not None
     assert [f.key for f in batch.files] == ["a", "b"] and [r.event_id for r in batch.removals] == ["2"]
     assert batch.end == Checkpoint(0, 3)
-    by_count = plan(Checkpoint(), changes, route=ANY, limits=Limits(max_files=2), include_removals=True)
+    by_count = plan(Checkpoint(), changes, route=ANY, limits=Limits(max_files=2), mirror=True)
     assert by_count is not None and len(by_count.files) == 1 and len(by_count.removals) == 1
 
 
@@ -196,8 +200,59 @@ def test_removals_are_not_routed_unless_included():
     assert batch.end == Checkpoint(1, 0)
     # Positions count only routed entries, so the same checkpoint means something else with removals
     # included: the option is fixed per target.
-    inside = plan(Checkpoint(), changes, route=ANY, limits=Limits(max_files=2), include_removals=True)
+    inside = plan(Checkpoint(), changes, route=ANY, limits=Limits(max_files=2), mirror=True)
     assert inside is not None and inside.end == Checkpoint(0, 2) and len(inside.removals) == 1
+
+
+def test_recreations_are_planned_for_every_target():
+    changes = [ref("a", 1, "1"), ref("a", 2, "1", recreated=True)]
+    appending = drain(Checkpoint(), changes, Limits())
+    assert [f.commit_version for b in appending for f in b.files] == [1, 2]  # ingest checks the target
+    mirroring = drain(Checkpoint(), changes, Limits(), mirror=True)
+    assert [f.commit_version for b in mirroring for f in b.files] == [1, 2]
+
+
+def test_append_reads_a_recreated_content_once_unless_the_target_holds_it():
+    first, again = ref("a", 1, "1"), ref("a", 2, "1", recreated=True)
+    batch = plan(Checkpoint(), [first, again], route=ANY, limits=Limits())
+    assert batch is not None
+    assert append_step(batch, held=set()) == (first,)  # the same content twice in one batch: once
+    later = plan(Checkpoint(1, 0), [again], route=ANY, limits=Limits())
+    assert later is not None
+    assert append_step(later, held={(first.uri, first.etag)}) == ()  # in the target already
+    assert append_step(later, held=set()) == (again,)  # its first read failed: read it now
+
+
+T1, T2, T3 = (T0.replace(minute=m) for m in (1, 2, 3))
+
+
+def mirrored(*entries: FileRef) -> tuple[list[tuple[str, str]], list[tuple[str, datetime]]]:
+    batch = plan(Checkpoint(), entries, route=ANY, limits=Limits(), mirror=True)
+    assert batch is not None
+    read, deletions = mirror_step(batch)
+    return [(f.key, f.etag) for f in read], sorted((d.uri.rsplit("/", 1)[1], d.before) for d in deletions)
+
+
+def test_mirror_removal_deletes_earlier_rows_and_reads_nothing():
+    read, deletions = mirrored(ref("a", 1, "1", at=T1), ref("a", 1, "2", kind="removed", at=T2))
+    assert read == [] and deletions == [("a", T2)]
+
+
+def test_mirror_upload_after_a_removal_in_one_batch_is_read_and_replaces_older_rows():
+    read, deletions = mirrored(
+        ref("a", 1, "1", at=T1), ref("a", 1, "2", kind="removed", at=T2), ref("a", 1, "3", at=T3, etag="f")
+    )
+    assert read == [("a", "f")] and deletions == [("a", T3)]
+
+
+def test_mirror_reads_only_the_latest_upload_of_an_object_whatever_the_commit_order():
+    read, deletions = mirrored(ref("a", 2, "1", at=T3, etag="new"), ref("a", 3, "2", at=T1, etag="old"))
+    assert read == [("a", "new")] and deletions == [("a", T3)]
+
+
+def test_mirror_removal_reported_late_still_keeps_a_later_upload():
+    read, _ = mirrored(ref("a", 1, "1", at=T3, recreated=True), ref("a", 2, "2", kind="removed", at=T2))
+    assert read == [("a", "e")]
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
@@ -329,7 +384,7 @@ class Story:
     changes: tuple[FileRef, ...]
     latest: int
     limits: Limits
-    include_removals: bool
+    mirror: bool
 
 
 PROPERTY_ROUTE = Route(bucket="b1", key_prefix="in/", ignore_substrings=("skip",))
@@ -351,6 +406,7 @@ def stories(draw: st.DrawFn) -> Story:
                     size=draw(st.none() | st.integers(0, 120)),
                     kind=draw(st.sampled_from(["created", "created", "removed"])),
                     bucket=draw(st.sampled_from(["b1", "b1", "b1", "b2"])),
+                    recreated=draw(st.sampled_from([False, False, True])),
                 )
             )
     limits = Limits(max_files=draw(st.integers(1, 50)), max_bytes=draw(st.integers(1, 400)))
@@ -360,9 +416,12 @@ def stories(draw: st.DrawFn) -> Story:
 @settings(max_examples=200, deadline=None)
 @given(story=stories(), data=st.data())
 def test_any_story_of_restarts_ingests_every_routed_entry_exactly_once(story: Story, data: st.DataObject):
-    kinds = {"created", "removed"} if story.include_removals else {"created"}
     routed = in_plan_order(
-        [e for e in story.changes if e.event_kind in kinds and PROPERTY_ROUTE.matches(e.bucket, e.key)]
+        [
+            e
+            for e in story.changes
+            if (story.mirror or e.event_kind == "created") and PROPERTY_ROUTE.matches(e.bucket, e.key)
+        ]
     )
 
     def plan_from(start: Checkpoint, rows: Sequence[FileRef], up_to: int) -> Batch | None:
@@ -371,7 +430,7 @@ def test_any_story_of_restarts_ingests_every_routed_entry_exactly_once(story: St
             rows,
             route=PROPERTY_ROUTE,
             limits=story.limits,
-            include_removals=story.include_removals,
+            mirror=story.mirror,
             latest_version=up_to,
         )
 
@@ -422,7 +481,7 @@ def test_any_story_of_restarts_ingests_every_routed_entry_exactly_once(story: St
         committed,
         story.changes,
         route=PROPERTY_ROUTE,
-        include_removals=story.include_removals,
+        mirror=story.mirror,
         latest_version=story.latest,
     )
     assert final == Checkpoint(story.latest, 0)
