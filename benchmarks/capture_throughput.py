@@ -28,10 +28,11 @@ from urllib.parse import quote_plus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from s3events.adapters import aws, provision
 from s3events.capture.service import build_capture
 from s3events.config import load_settings
-from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.dev import provision
+from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.infra import aws
 
 
 def notification(key: str, n: int) -> str:

@@ -87,16 +87,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from s3events import local_endpoint
-from s3events.adapters import aws, provision
-from s3events.adapters.metadata_feed import MetadataFeed
-from s3events.adapters.metadata_table import MetadataTable
 from s3events.capture.service import build_capture
 from s3events.config import Settings, load_settings
+from s3events.dev import provision
+from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
+from s3events.infra import aws
+from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Batch, Checkpoint, Limits
 from s3events.ingest.plan import Route, plan
-from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.metadata.table import MetadataTable
 
 BUCKET = "bench-cycle-cost"
 QUEUE = "bench-cycle-cost-events"

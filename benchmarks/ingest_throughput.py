@@ -60,12 +60,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from s3events.adapters import aws
-from s3events.adapters.metadata_table import MetadataTable
 from s3events.config import Settings, load_settings
+from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
-from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.infra import aws
+from s3events.metadata.table import MetadataTable
 
 BUCKET = "bench-ingest"
 TARGET = "bench"
@@ -280,7 +280,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
 
-    from s3events.adapters.spark import get_spark
+    from s3events.infra.spark import get_spark
 
     # The endpoint is stopped (and the temporary directory removed) before os._exit below.
     with LocalEndpoint() as endpoint, tempfile.TemporaryDirectory(prefix="ingest-bench-") as tmp:

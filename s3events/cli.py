@@ -91,6 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(status)
     status.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
 
+    maintain = sub.add_parser(
+        "maintain", help="one maintenance pass now: compact, checkpoint, clean up the log, vacuum"
+    )
+    _add_config_args(maintain)
+    maintain.add_argument(
+        "--table",
+        default="all",
+        metavar="TABLE",
+        help="metadata | quarantine | target:NAME (with its error table) | all (default)",
+    )
+    maintain.add_argument("--dry-run", action="store_true", help="print what a pass would do; change nothing")
+
     demo = sub.add_parser("demo", help="run the pipeline end to end on an embedded local S3/SQS endpoint")
     demo.add_argument("--data-dir", default="demo-data", help="where the demo's Delta tables go")
     demo.add_argument("--files", type=int, default=20, help="how many sample files to PUT")
@@ -132,7 +144,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 settings, once=args.once, min_interval_seconds=args.min_sync_interval_seconds, stop=stop
             )
         elif args.command == "ingest":
-            from s3events.adapters.spark import require_java
+            from s3events.infra.spark import require_java
             from s3events.ingest.service import run_ingest
             from s3events.runloop import StopFlag
 
@@ -153,9 +165,9 @@ def run(argv: Sequence[str] | None = None) -> int:
                     print(f"s3events: target {target} failed: {reason}", file=sys.stderr)
                 return EXIT_FAILURE
         elif args.command == "backfill":
-            from s3events.backfill import run_backfill
             from s3events.backfill.command import backfill_request
             from s3events.backfill.progress import terminal_progress
+            from s3events.backfill.run import run_backfill
             from s3events.runloop import StopFlag
 
             request = backfill_request(args.source, since=args.since, until=args.until, dry_run=args.dry_run)
@@ -177,14 +189,23 @@ def run(argv: Sequence[str] | None = None) -> int:
         elif args.command == "status":
             from datetime import UTC, datetime
 
-            from s3events.status import gather_status, render_json, render_text
+            from s3events.status.gather import gather_status
+            from s3events.status.render import render_json, render_text
 
             settings = _load(args, "status")
             report = gather_status(settings, now=datetime.now(UTC))
             print(render_json(report) if args.json else render_text(report))
             return report.exit_code
+        elif args.command == "maintain":
+            from s3events.maintenance.service import run_maintenance, select_tables
+
+            settings = _load(args, "maintain")
+            reports = run_maintenance(settings, select_tables(settings, args.table), dry_run=args.dry_run)
+            print("\n".join(r.line() for r in reports))
+            if any(r.error for r in reports):
+                return EXIT_FAILURE
         elif args.command == "demo":
-            from s3events.demo import run_demo
+            from s3events.dev.demo import run_demo
 
             return run_demo(data_dir=args.data_dir, files=args.files)
         return EXIT_OK

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from s3events.adapters import aws, provision
-from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.dev import provision
+from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.infra import aws
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS_DIR = Path(__file__).resolve().parent / "events"
@@ -124,9 +125,9 @@ def write_metadata_version(stack: Stack, keys: Sequence[str], s3: Any) -> int:
 
     from deltalake import DeltaTable
 
-    from s3events.adapters.metadata_table import MetadataTable
     from s3events.events.model import ObjectEvent
     from s3events.events.record import EventRecord
+    from s3events.metadata.table import MetadataTable
 
     now = datetime.now(UTC)
     records = []
@@ -166,7 +167,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local Spark session for the whole run (~6 s to start, ~450 MB)."""
-    from s3events.adapters.spark import get_spark
+    from s3events.infra.spark import get_spark
 
     session = get_spark(
         master="local[2]", app_name="s3events-tests", conf={"spark.sql.shuffle.partitions": "4"}

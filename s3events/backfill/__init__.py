@@ -1,6 +1,7 @@
 """Backfill: list S3 sources, find the objects the metadata table does not know, write them as events.
 
-    from s3events.backfill import BackfillOptions, TimeWindow, parse_time, run_backfill
+    from s3events.backfill.model import BackfillOptions, TimeWindow, parse_time
+    from s3events.backfill.run import run_backfill
     window = TimeWindow(since=parse_time("2026-01-01T00:00:00Z"))
     report = run_backfill(settings, options=BackfillOptions(window=window))
     print("\\n".join(report.summary_lines()))
@@ -8,33 +9,3 @@
 One pass (`run.py`): 1 list → 2 diff → 3 write → 4 record completion. `periodic.py` runs a pass inside
 capture every `s3events.backfill.interval.seconds`.
 """
-
-from s3events.backfill.model import (
-    APP_ID,
-    EVENT_NAME,
-    BackfillOptions,
-    BackfillReport,
-    Source,
-    SourceCounts,
-    TimeWindow,
-    backfill_event,
-    parse_time,
-)
-from s3events.backfill.periodic import PeriodicBackfill
-from s3events.backfill.run import Backfill, build_backfill, run_backfill
-
-__all__ = [
-    "APP_ID",
-    "EVENT_NAME",
-    "Backfill",
-    "BackfillOptions",
-    "BackfillReport",
-    "PeriodicBackfill",
-    "Source",
-    "SourceCounts",
-    "TimeWindow",
-    "backfill_event",
-    "build_backfill",
-    "parse_time",
-    "run_backfill",
-]

@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
-from s3events.adapters.s3_listing import ListedObject, Page
-from s3events.backfill.model import Source
+from s3events.backfill.model import ListedObject, Page, Source
 
 DELIMITER = "/"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from s3events.adapters.s3_listing import ListedObject
 from s3events.events.model import ObjectEvent
 
 APP_ID = "s3events.backfill"
@@ -14,6 +13,22 @@ APP_ID = "s3events.backfill"
 EVENT_NAME = "ObjectCreated:Put"
 """What a backfilled event is called. A listing cannot tell a Put from a Copy or a multipart upload, and
 event_name is not part of an event's identity; `event_source = "backfill"` marks the row as synthetic."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListedObject:
+    bucket: str
+    key: str
+    size: int
+    etag: str  # without surrounding quotes
+    last_modified: datetime  # timezone-aware, UTC
+    version_id: str | None  # the latest version's id on versioned buckets, else None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    objects: list[ListedObject]
+    prefixes: list[str]  # common prefixes; only a listing with a delimiter has any
 
 
 @dataclass(frozen=True, slots=True, order=True)

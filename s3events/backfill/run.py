@@ -9,7 +9,6 @@ listed, and new events are committed in chunks, so memory does not grow with the
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,9 +18,6 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from s3events.adapters import aws
-from s3events.adapters.metadata_table import CommitResult
-from s3events.adapters.s3_listing import S3Lister
 from s3events.backfill.diff import unknown_positions
 from s3events.backfill.listing import Lister, list_sources
 from s3events.backfill.model import (
@@ -32,10 +28,13 @@ from s3events.backfill.model import (
     backfill_event,
     distinct_sources,
 )
+from s3events.backfill.s3_lister import S3Lister
 from s3events.backfill.table import BackfillTable
 from s3events.config import Settings, keys
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
+from s3events.infra import aws
+from s3events.metadata.table import CommitResult
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ class Table(Protocol):
 
 
 @dataclass(slots=True)
-class _Pending:
+class _Backlog:
     """Listed objects not compared yet, and new events not committed yet."""
 
     listed: list[tuple[Source, ObjectEvent]] = field(default_factory=list)
@@ -111,7 +110,7 @@ class Backfill:
         report = BackfillReport(sources={s.uri: SourceCounts() for s in sources}, dry_run=options.dry_run)
         # The ids the table knows for these buckets: one Arrow column, read once (step 2 uses it).
         known = self._table.known_ids(sorted({s.bucket for s in sources}))
-        pending = _Pending()
+        pending = _Backlog()
         # 1. list: all sources in parallel, page by page
         for listed in list_sources(self._lister, sources, workers=options.workers, stop=stop):
             counts = report.sources[listed.source.uri]
@@ -144,7 +143,7 @@ class Backfill:
         return report
 
     def _diff(
-        self, pending: _Pending, known: pa.Table, report: BackfillReport, options: BackfillOptions
+        self, pending: _Backlog, known: pa.Table, report: BackfillReport, options: BackfillOptions
     ) -> None:
         listed, pending.listed = pending.listed, []
         absent = unknown_positions([e.event_id for _, e in listed], known)
@@ -160,7 +159,7 @@ class Backfill:
             else:
                 pending.new.append(event)
 
-    def _write(self, pending: _Pending, report: BackfillReport, chunk: int) -> None:
+    def _write(self, pending: _Backlog, report: BackfillReport, chunk: int) -> None:
         events, pending.new = pending.new[:chunk], pending.new[chunk:]
         now = datetime.now(UTC)
         result = self._table.commit(
@@ -176,7 +175,7 @@ def build_backfill(settings: Settings, *, page_size: int = 1000) -> Backfill:
     options = aws.options_from(settings)
     table = BackfillTable(
         settings.require(keys.METADATA_TABLE_PATH),
-        storage_options=functools.partial(aws.delta_storage_options, options),
+        storage_options=aws.FreshStorageOptions(options),
         commit_attempts=settings.get(keys.CAPTURE_COMMIT_MAX_ATTEMPTS),
         dedupe_window=timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS)),
     )

@@ -8,29 +8,22 @@ harmless, and commit conflicts are retried on fresh table state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from s3events.adapters import delta, delta_commit
-from s3events.adapters.metadata_table import (
+from s3events.backfill.diff import EMPTY_IDS
+from s3events.backfill.model import APP_ID
+from s3events.events.record import EventRecord
+from s3events.infra import aws, delta, delta_commit
+from s3events.metadata.table import (
     METADATA_SCHEMA,
     METADATA_SCHEMA_VERSION,
     CommitResult,
     MetadataTable,
 )
-from s3events.backfill.diff import EMPTY_IDS
-from s3events.backfill.model import APP_ID
-from s3events.events.record import EventRecord
-
-# The table properties MetadataTable creates the table with (used when a pass creates the table itself).
-_CONFIGURATION = {
-    delta.SCHEMA_VERSION_PROPERTY: str(METADATA_SCHEMA_VERSION),
-    delta.TABLE_KIND_PROPERTY: "metadata",
-    "delta.enableChangeDataFeed": "true",
-}
 
 
 class BackfillTable:
@@ -38,12 +31,12 @@ class BackfillTable:
         self,
         path: str,
         *,
-        storage_options: Callable[[], Mapping[str, str]],
+        storage_options: aws.StorageOptions,
         commit_attempts: int = 10,
         dedupe_window: timedelta | None = None,
     ) -> None:
         self.path = path
-        self._storage_options = storage_options
+        self._storage = storage_options
         self._attempts = commit_attempts
         # known_ids diffs against the whole table; the commit's MERGE then only guards against a
         # capture that committed the same objects meanwhile, which is recent by construction.
@@ -60,7 +53,7 @@ class BackfillTable:
         An object whose latest recorded event is a removal is not known: if the listing shows it, it was
         created again and its notification was lost, so the pass writes it (a re-creation, `RECREATED`).
         """
-        table = delta.open_table(self.path, self._storage_options())
+        table = delta.open_table(self.path, aws.resolve(self._storage))
         if table is None:
             return EMPTY_IDS
         delta.check_schema_version(table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION)
@@ -92,7 +85,7 @@ class BackfillTable:
 
     def last_completed(self) -> int | None:
         """Epoch seconds of the last completed pass; None when none was recorded (or no table yet)."""
-        stored = delta_commit.transaction_versions(self.path, [APP_ID], self._storage_options())
+        stored = delta_commit.transaction_versions(self.path, [APP_ID], aws.resolve(self._storage))
         return stored[APP_ID]
 
     def record_completion(self, epoch_seconds: int, *, custom_metadata: Mapping[str, str]) -> tuple[int, int]:
@@ -107,9 +100,9 @@ class BackfillTable:
                 [],
                 schema=METADATA_SCHEMA,
                 partition_by=[],
-                storage_options=self._storage_options(),
+                storage_options=aws.resolve(self._storage),
                 transactions={APP_ID: value},
-                configuration=_CONFIGURATION,
+                configuration=delta.table_properties("metadata", METADATA_SCHEMA_VERSION),
                 custom_metadata=custom_metadata,
             )
             return value, version

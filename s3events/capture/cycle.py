@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from s3events.adapters.sqs import Message
 from s3events.capture.heartbeat import VisibilityHeartbeat
-from s3events.capture.ports import EventSink, QuarantineSink, Queue
+from s3events.capture.ports import EventSink, Message, QuarantineSink, Queue
 from s3events.capture.receive import BatchReceiver, ReceiveLimits
 from s3events.events.parse import parse_message
 from s3events.events.record import EventRecord, QuarantineRecord

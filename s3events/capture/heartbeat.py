@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from s3events.adapters.sqs import Message
-from s3events.capture.ports import Queue
+from s3events.capture.ports import Message, Queue
 
 log = logging.getLogger(__name__)
 
@@ -20,9 +19,10 @@ log = logging.getLogger(__name__)
 class VisibilityHeartbeat:
     """A daemon thread that extends visibility of tracked messages once half their timeout has passed."""
 
-    def __init__(self, queue: Queue, *, timeout: int) -> None:
+    def __init__(self, queue: Queue, *, timeout: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._queue = queue
         self._timeout = timeout
+        self._clock = clock
         self._lock = threading.Lock()
         self._deadlines: dict[str, tuple[Message, float]] = {}  # receipt handle → (message, invisible until)
         self._stop = threading.Event()
@@ -36,7 +36,7 @@ class VisibilityHeartbeat:
     def track(self, messages: Iterable[Message]) -> None:
         if not self.enabled:
             return
-        until = time.monotonic() + self._timeout
+        until = self._clock() + self._timeout
         with self._lock:
             for message in messages:
                 self._deadlines[message.receipt_handle] = (message, until)
@@ -72,7 +72,7 @@ class VisibilityHeartbeat:
 
     def extend_due(self) -> int:
         """Extend every tracked message whose remaining invisibility is under half the timeout."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             due = [m for m, until in self._deadlines.values() if until - now < self._timeout / 2]
         if not due:

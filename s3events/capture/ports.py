@@ -1,12 +1,32 @@
-"""The narrow interfaces capture needs, shaped like the adapters that implement them."""
+"""The narrow interfaces capture needs, and the types they speak: shaped like what implements them
+(`queue.SqsQueue`, `metadata.table.MetadataTable`, `QuarantineTable`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
-from s3events.adapters.sqs import BatchOutcome, Message
 from s3events.events.record import EventRecord, QuarantineRecord
+
+SQS_MAX_BATCH = 10  # ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch all cap at 10
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    message_id: str
+    receipt_handle: str
+    body: str
+    receive_count: int
+    sent_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """Entries a batch call could not apply, by message id, with the reason SQS gave."""
+
+    failed: dict[str, str]
 
 
 class CommitResultLike(Protocol):

@@ -8,9 +8,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from s3events.adapters.sqs import SQS_MAX_BATCH, Message
 from s3events.capture.heartbeat import VisibilityHeartbeat
-from s3events.capture.ports import Queue
+from s3events.capture.ports import SQS_MAX_BATCH, Message, Queue
 from s3events.errors import TransientError
 
 log = logging.getLogger(__name__)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from s3events.adapters import aws
-from s3events.adapters.metadata_table import MetadataTable, QuarantineTable
-from s3events.adapters.sqs import SqsQueue
 from s3events.backfill.periodic import PeriodicBackfill
 from s3events.capture.cycle import Capture, CaptureOptions, CycleResult
+from s3events.capture.queue import SqsQueue
 from s3events.capture.receive import ReceiveLimits
 from s3events.config import Settings, keys
+from s3events.infra import aws
+from s3events.maintenance.service import PeriodicMaintenance, capture_tables
+from s3events.metadata.table import MetadataTable, QuarantineTable
 from s3events.runloop import StopFlag, run_loop
 
 log = logging.getLogger(__name__)
@@ -40,12 +40,6 @@ class CaptureTotals:
             self.table_version = result.table_version
 
 
-def aws_options(settings: Settings) -> aws.AwsOptions:
-    return aws.AwsOptions(
-        region=settings.get(keys.AWS_REGION), endpoint_url=settings.get(keys.AWS_ENDPOINT_URL)
-    )
-
-
 def build_capture(settings: Settings) -> Capture:
     """Everything capture needs, checked up front: a missing or forbidden queue fails here."""
     options = aws.options_from(settings)
@@ -56,7 +50,7 @@ def build_capture(settings: Settings) -> Capture:
         visibility_timeout=settings.get(keys.QUEUE_VISIBILITY_TIMEOUT),
     )
     queue.check()
-    storage_options = functools.partial(aws.delta_storage_options, options)
+    storage_options = aws.FreshStorageOptions(options)  # renewed while running
     attempts = settings.get(keys.CAPTURE_COMMIT_MAX_ATTEMPTS)
     metadata = MetadataTable(
         settings.require(keys.METADATA_TABLE_PATH),
@@ -96,6 +90,8 @@ def run_capture(
         else settings.get(keys.CAPTURE_MIN_SYNC_INTERVAL_SECONDS)
     )
     backfill = PeriodicBackfill.from_settings(settings, stop=stop.is_set)  # None when the interval is 0
+    # --once drains and exits (cron style: run `s3events maintain` on its own schedule).
+    maintenance = None if once else PeriodicMaintenance.from_settings(settings, capture_tables(settings))
     capture = build_capture(settings)
     totals = CaptureTotals()
     started = time.monotonic()
@@ -107,6 +103,8 @@ def run_capture(
             totals.add(result)
         if backfill is not None:
             backfill.run_if_due()  # between cycles, in this thread: serialized with capture's commits
+        if maintenance is not None:
+            maintenance.run_if_due()  # likewise: compaction never races this process's own commits
         return result
 
     try:

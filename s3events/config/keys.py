@@ -43,6 +43,12 @@ __all__ = [
     "INGEST_MISSING_CHECKPOINT_STRATEGY",
     "INGEST_TARGETS",
     "LOG_LEVEL",
+    "MAINTENANCE_CHECKPOINT_INTERVAL",
+    "MAINTENANCE_ENABLED",
+    "MAINTENANCE_INTERVAL_SECONDS",
+    "MAINTENANCE_LOG_RETENTION_DAYS",
+    "MAINTENANCE_TARGET_FILE_BYTES",
+    "MAINTENANCE_VACUUM_RETENTION_HOURS",
     "MESSAGE_MAX_BYTES",
     "METADATA_DEDUPE_WINDOW_DAYS",
     "METADATA_TABLE_PATH",
@@ -94,7 +100,7 @@ TargetMode = Literal["append", "merge"]
 OnMissingObject = Literal["skip", "fail"]
 OnObjectRemoved = Literal["ignore", "delete"]
 
-COMMANDS: tuple[str, ...] = ("capture", "ingest", "backfill", "status")
+COMMANDS: tuple[str, ...] = ("capture", "ingest", "backfill", "status", "maintain")
 """The commands `Settings.validate_for` knows (`Key.required_for` names these)."""
 
 _CAPTURE = frozenset({"capture"})
@@ -453,6 +459,55 @@ BACKFILL_INTERVAL_SECONDS: Key[float] = Key(
     doc="Capture also runs a backfill every this many seconds (0 = off; `s3events backfill` runs one on "
     "demand).",
     group="Backfill",
+)
+
+# ------------------------------------------------------------------------------------------- maintenance
+
+MAINTENANCE_ENABLED: Key[bool] = Key(
+    name="s3events.maintenance.enabled",
+    type=BoolType(),
+    default=True,
+    doc="Capture maintains the metadata and quarantine tables, ingest its targets and their error tables, "
+    "between their own cycles (`s3events maintain` runs a pass on demand either way).",
+    group="Maintenance",
+)
+MAINTENANCE_INTERVAL_SECONDS: Key[float] = Key(
+    name="s3events.maintenance.interval.seconds",
+    type=FloatType(min=60, max=604800),
+    default=3600.0,
+    doc="How often a process runs its maintenance pass (compaction, checkpoint, log cleanup, vacuum).",
+    group="Maintenance",
+)
+MAINTENANCE_TARGET_FILE_BYTES: Key[int] = Key(
+    name="s3events.maintenance.target.file.bytes",
+    type=IntType(min=1 << 20, max=1 << 32),
+    default=128 << 20,
+    doc="Compaction rewrites files smaller than this into files of about this size.",
+    group="Maintenance",
+)
+MAINTENANCE_VACUUM_RETENTION_HOURS: Key[int] = Key(
+    name="s3events.maintenance.vacuum.retention.hours",
+    type=IntType(min=168, max=87600),
+    default=168,
+    doc="Vacuum deletes files no version has needed for this long (at least 7 days: readers and "
+    "batches in flight keep working); kept longer while an ingest target still needs them.",
+    group="Maintenance",
+)
+MAINTENANCE_LOG_RETENTION_DAYS: Key[int] = Key(
+    name="s3events.maintenance.log.retention.days",
+    type=IntType(min=7, max=36500),
+    default=30,
+    doc="Log cleanup removes commit files older than this (behind a checkpoint); kept longer while an "
+    "ingest target still needs them.",
+    group="Maintenance",
+)
+MAINTENANCE_CHECKPOINT_INTERVAL: Key[int] = Key(
+    name="s3events.maintenance.checkpoint.interval.commits",
+    type=IntType(min=10, max=100000),
+    default=100,
+    doc="A maintenance pass writes a Delta checkpoint when this many commits followed the last one, so "
+    "opening a table reads one checkpoint and a few commits instead of its whole log.",
+    group="Maintenance",
 )
 
 # ------------------------------------------------------------------------------------------------ status

@@ -472,10 +472,6 @@ class Registry:
     def __contains__(self, key: object) -> bool:
         return isinstance(key, Key) and self._by_name.get(key.name) is key
 
-    def by_name(self, name: str) -> Key[Any] | None:
-        """The key declared under exactly this name (a template name like `...target.<name>.path`)."""
-        return self._by_name.get(name)
-
     @property
     def plain(self) -> tuple[Key[Any], ...]:
         return tuple(key for key in self._keys if not key.templated)

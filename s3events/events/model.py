@@ -14,6 +14,14 @@ EventSource = Literal["sqs", "backfill"]
 _REMOVED_PREFIXES = ("ObjectRemoved", "LifecycleExpiration:Delete")
 
 
+def bare_etag(value: str) -> str:
+    """An ETag as identities and `If-Match` use it: without the one pair of quotes S3 puts around it in
+    headers and listings (notifications send it bare). The one rule for every path an ETag comes in."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectEvent:
     """One S3 object event. `key` is already URL-decoded (exactly once)."""

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
-from s3events.events.model import ObjectEvent, Parsed, Poison, TestEvent
+from s3events.events.model import ObjectEvent, Parsed, Poison, TestEvent, bare_etag
 
 MAX_KEY_BYTES = 1024  # S3's limit on the UTF-8 length of an object key
 MAX_SIZE = 2**63 - 1  # sizes go to a signed 64-bit column
@@ -311,9 +311,7 @@ def _size(value: object, where: str) -> int:
 def _etag(value: object, where: str, *, required: bool) -> str | None:
     if (value is None or value is _MISSING) and not required:
         return None
-    etag = _text(value, where)
-    if len(etag) >= 2 and etag[0] == etag[-1] == '"':
-        etag = etag[1:-1]
+    etag = bare_etag(_text(value, where))
     if not etag:
         raise _Invalid(where, f"expected a non-empty ETag, {_got(value)}")
     return etag

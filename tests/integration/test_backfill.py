@@ -15,28 +15,29 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from s3events.adapters import aws, provision
-from s3events.adapters.metadata_feed import MetadataFeed
-from s3events.adapters.s3_listing import ListedObject
-from s3events.backfill import (
+from s3events.backfill.model import (
     APP_ID,
     BackfillOptions,
+    ListedObject,
     Source,
     TimeWindow,
     backfill_event,
+    distinct_sources,
     parse_time,
-    run_backfill,
 )
-from s3events.backfill.model import distinct_sources
+from s3events.backfill.run import run_backfill
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
-from s3events.local_endpoint import LocalEndpoint
+from s3events.dev import provision
+from s3events.dev.local_endpoint import LocalEndpoint
+from s3events.infra import aws
+from s3events.ingest.feed import MetadataFeed
 from tests.conftest import TRICKY_KEYS, Stack, read_table, run_cli
 
 pytestmark = pytest.mark.integration
@@ -300,26 +301,27 @@ def test_dry_run_prints_the_keys_and_writes_nothing(filtered_stack, s3):
     assert [r["key"] for r in rows_of(stack)] == ["notified/seen.json"]
 
 
-def test_since_and_until_filter_by_last_modified(plain_stack, s3):
+def test_since_and_until_reach_the_pass_and_filter_by_last_modified(plain_stack, s3):
     stack = plain_stack
-    early = [f"early/{i}.json" for i in range(3)]
-    put(s3, stack.bucket, early)
-    # S3 (and moto) report LastModified in whole seconds: wait for the next second to start so the later
-    # objects are strictly newer. This sleep makes timestamps differ; it does not wait for our code.
-    boundary = int(time.time()) + 1
-    time.sleep(max(0.0, boundary - time.time()) + 0.05)
-    late = [f"late/{i}.json" for i in range(4)]
-    put(s3, stack.bucket, late)
-    since = datetime.fromtimestamp(boundary, UTC).strftime("%Y-%m-%dT%H:%M:%S")  # naive: UTC
+    keys = [f"w/{i}.json" for i in range(4)]
+    put(s3, stack.bucket, keys)
+    # The window is half-open [since, until): at the objects' own LastModified (whole seconds), --since
+    # takes every one of them and --until none. The boundaries themselves are unit-tested below.
+    newest = max(s3.head_object(Bucket=stack.bucket, Key=k)["LastModified"] for k in keys)
+    oldest = min(s3.head_object(Bucket=stack.bucket, Key=k)["LastModified"] for k in keys)
     source = ["--source", f"s3://{stack.bucket}"]
 
-    after = run_cli(["backfill", *conf(stack), *source, "--since", since])
-    before = run_cli(["backfill", *conf(stack), *source, "--until", since + "Z"])
+    before = run_cli(["backfill", *conf(stack), *source, "--until", oldest.strftime("%Y-%m-%dT%H:%M:%SZ")])
+    after = run_cli(["backfill", *conf(stack), *source, "--since", oldest.strftime("%Y-%m-%dT%H:%M:%S")])
+    beyond = run_cli(
+        ["backfill", *conf(stack), *source, "--since", (newest + timedelta(seconds=1)).isoformat()]
+    )
 
-    assert after.returncode == 0 and before.returncode == 0, after.stderr + before.stderr
-    assert counts(after.stdout)["injected"] == 4 and counts(after.stdout)["outside_window"] == 3
-    assert counts(before.stdout)["injected"] == 3 and counts(before.stdout)["outside_window"] == 4
-    assert sorted(r["key"] for r in rows_of(stack)) == sorted(early + late)
+    assert before.returncode == 0 and after.returncode == 0 and beyond.returncode == 0, before.stderr
+    assert counts(before.stdout)["injected"] == 0 and counts(before.stdout)["outside_window"] == 4
+    assert counts(after.stdout)["injected"] == 4 and counts(after.stdout)["outside_window"] == 0
+    assert counts(beyond.stdout)["outside_window"] == 4
+    assert sorted(r["key"] for r in rows_of(stack)) == sorted(keys)
     assert recorded_pass(stack) is None  # a windowed or --source pass is not the periodic full pass
 
 

@@ -11,11 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from s3events.adapters import aws
-from s3events.adapters.sqs import SqsQueue
 from s3events.capture.heartbeat import VisibilityHeartbeat
+from s3events.capture.queue import SqsQueue
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
+from s3events.infra import aws
 from tests.conftest import EVENTS_DIR, TRICKY_KEYS, Stack, read_table, run_cli
 
 pytestmark = pytest.mark.integration
@@ -170,37 +170,42 @@ def _conf(stack: Stack, **extra: object) -> list[str]:
     return [arg for kv in stack.conf(**extra) for arg in ("--conf", kv)]
 
 
+def _hold_both(stack: Stack, holder: SqsQueue) -> list[Any]:
+    held: list[Any] = []
+    while len(held) < 2:  # the test event and the put
+        held.extend(holder.receive(10))
+    return held
+
+
 def test_batch_held_longer_than_visibility_timeout_is_not_redelivered(make_stack, s3, aws_options):
     stack = make_stack()
     s3.put_object(Bucket=stack.bucket, Key="slow.json", Body=b"{}")
-    holder = SqsQueue(aws_options, stack.queue_url, wait_seconds=1, visibility_timeout=2)
-    thief = SqsQueue(aws_options, stack.queue_url, wait_seconds=1, visibility_timeout=2)
-    held = []
-    while len(held) < 2:  # the test event and the put
-        held.extend(holder.receive(10))
-
-    heartbeat = VisibilityHeartbeat(holder, timeout=2).start()
+    # Received for 4 s: room for a loaded machine between the receive and the extension below.
+    holder = SqsQueue(aws_options, stack.queue_url, wait_seconds=1, visibility_timeout=4)
+    thief = SqsQueue(aws_options, stack.queue_url, wait_seconds=1, visibility_timeout=4)
+    held = _hold_both(stack, holder)
+    received_at = time.monotonic()
+    now = [0.0]
+    heartbeat = VisibilityHeartbeat(holder, timeout=60, clock=lambda: now[0])
     heartbeat.track(held)
-    stolen = []
-    deadline = time.monotonic() + 7  # 3.5 visibility timeouts while the batch is "committing"
-    while time.monotonic() < deadline:
-        stolen.extend(thief.receive(10))
-    heartbeat.stop()
+    now[0] += 31  # the heartbeat's clock says the batch has been "committing" past half its timeout
 
+    assert heartbeat.extend_due() == 2  # real ChangeMessageVisibility calls: invisible for 60 s more
+
+    stolen = []
+    while time.monotonic() < received_at + 2.5 * 4:  # well past the 4 s the messages were received for
+        stolen.extend(thief.receive(10))
     assert stolen == []
-    assert heartbeat.extensions >= 2
 
 
 def test_without_heartbeat_a_slow_batch_is_redelivered(make_stack, s3, aws_options):
-    """The control for the heartbeat test: the same wait without extensions loses the batch."""
+    """The control for the heartbeat test: without an extension the batch comes back."""
     stack = make_stack()
     s3.put_object(Bucket=stack.bucket, Key="slow.json", Body=b"{}")
     holder = SqsQueue(aws_options, stack.queue_url, wait_seconds=1, visibility_timeout=2)
-    held = []
-    while len(held) < 2:
-        held.extend(holder.receive(10))
-    stolen = []
-    deadline = time.monotonic() + 7
+    held = _hold_both(stack, holder)
+    stolen: list[Any] = []
+    deadline = time.monotonic() + 120  # a generous deadline for a condition, not a timing
     while time.monotonic() < deadline and len(stolen) < 2:
         stolen.extend(holder.receive(10))
     assert sorted(m.message_id for m in stolen) == sorted(m.message_id for m in held)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from s3events.adapters import aws
+from s3events.infra import aws
 from tests.conftest import read_table, run_cli
 
 pytestmark = pytest.mark.integration
@@ -132,9 +132,9 @@ def test_help_lists_the_subcommands():
 def _first_commit(path: str, endpoint_url: str, key: str) -> None:
     from datetime import UTC, datetime
 
-    from s3events.adapters.metadata_table import MetadataTable
     from s3events.events.model import ObjectEvent
     from s3events.events.record import EventRecord
+    from s3events.metadata.table import MetadataTable
 
     now = datetime.now(UTC)
     options = aws.delta_storage_options(aws.AwsOptions(region="us-east-1", endpoint_url=endpoint_url))

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from s3events.demo_data import BUCKET, MALFORMED_KEY, MALFORMED_LINE, MALFORMED_TEXT
+from s3events.dev.demo_data import BUCKET, MALFORMED_KEY, MALFORMED_LINE, MALFORMED_TEXT
 from tests.conftest import read_table, run_cli
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from s3events.capture.service import run_capture
 from s3events.config import load_settings
 from s3events.errors import CheckpointError
 from s3events.ingest.model import Checkpoint
-from s3events.ingest.service import Ingest, run_ingest
-from s3events.status import gather_status
+from s3events.ingest.service import build_ingest, run_ingest
+from s3events.status.gather import gather_status
 from tests.conftest import Stack, read_table, write_metadata_version
 
 pytestmark = pytest.mark.integration
@@ -98,11 +98,11 @@ def test_one_version_of_500_files_in_batches_of_37_lands_every_line_once_across_
     target = str(tmp_path / "bulk")
     settings = settings_for(stack, {"b": target_conf("b", target, "json", max__files__per__batch=37)})
 
-    first = Ingest(settings, spark=spark)
+    first = build_ingest(settings, spark=spark)
     for _ in range(5):  # five batches, then the "process" is gone (its in-memory state with it)
         assert len(first.run_once().batches) == 1
     del first
-    second = Ingest(settings, spark=spark)
+    second = build_ingest(settings, spark=spark)
     batches = 5
     while not (cycle := second.run_once()).idle:
         batches += len(cycle.batches)
@@ -313,7 +313,7 @@ def test_latest_strategy_start_is_recorded_at_the_first_run_and_status_shows_wha
     settings = settings_for(
         stack, {"l": target_conf("l", target, "json")}, ingest__missing__checkpoint__strategy="latest"
     )
-    assert Ingest(settings).run_once().idle  # records its start at version 1; no Spark needed
+    assert build_ingest(settings).run_once().idle  # records its start at version 1; no Spark needed
     s3.put_object(Bucket=stack.bucket, Key="l/new.json", Body=jsonl([{"x": "new"}]))
     capture(stack)  # version 2, while no ingest runs
 

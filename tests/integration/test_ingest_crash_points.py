@@ -1,20 +1,24 @@
 """Kill ingest at any instant — between batches, after the executors wrote Parquet, after the error
 table was written — and resume: every line still lands exactly once (hypothesis over limits and kill
-points; the pure planner has its own, much larger property test)."""
+points; the pure planner has its own, much larger property test).
+
+A kill is a step that raises `Killed` (a BaseException, as uncatchable for the cycle as SIGKILL) right
+after the real step ran; the cycle itself is the production one, built by `build_ingest`."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections import Counter
-from datetime import UTC, datetime
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3events.adapters.spark_ingest import run_batch
-from s3events.ingest.plan import plan
-from s3events.ingest.service import Ingest
+from s3events.ingest.cycle import Ingest
+from s3events.ingest.service import IngestPorts, build_ingest, ingest_ports
 from tests.conftest import read_table, write_metadata_version
 from tests.integration.test_ingest import jsonl, settings_for, target_conf
 
@@ -53,12 +57,16 @@ def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, ma
         },
     )
     for batches_before_kill, point in kills:
-        ingest = Ingest(conf, spark=spark)
+        ports = ingest_ports(conf, spark=spark)
+        ingest = Ingest(ports.feed, ports.targets, read=ports.read)
         for _ in range(batches_before_kill):
             ingest.run_once()
-        _crash_inside_next_batch(ingest, point, spark)
-        del ingest  # the process is gone; only what was committed survives
-    survivor = Ingest(conf, spark=spark)
+        if point != "between_batches":  # the next batch runs until the kill
+            killed = _killed_at(point, ports)
+            with contextlib.suppress(Killed):
+                Ingest(killed.feed, killed.targets, read=killed.read).run_once()
+        # the process is gone; only what was committed survives
+    survivor = build_ingest(conf, spark=spark)
     while not survivor.run_once().idle:
         pass
 
@@ -72,26 +80,36 @@ def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, ma
     )
 
 
-def _crash_inside_next_batch(ingest: Ingest, point: str, spark) -> None:
-    """Run the next batch's steps up to `point`, then stop as a SIGKILL would (no commit)."""
-    if point == "between_batches":
-        return
-    (state,) = ingest._targets
-    latest = ingest._feed.latest_version()
-    start = ingest._position(state, latest)
-    changes = ingest._feed.changes_after(start.version, up_to=latest)
-    rows = [r for r in changes.rows if r.commit_version > start.version]
-    batch = plan(start, rows, route=state.spec.route, limits=state.spec.limits, latest_version=latest)
-    if batch is None:
-        return
-    output = run_batch(
-        spark,
-        batch,
-        state.spec,
-        existing_schema=state.table.schema(),
-        aws=ingest._aws,
-        ingested_at=datetime.now(UTC),
-    )
-    assert output.files  # Parquet files exist in the table directory, referenced by no commit
-    if point == "after_error_table":
-        state.errors.record(output.errors, end=batch.end)
+class Killed(BaseException):
+    """The process dies here: nothing after this point runs."""
+
+
+class _KilledAfter:
+    """A port whose `method` runs for real, then the process is killed."""
+
+    def __init__(self, inner: Any, method: str) -> None:
+        self._inner = inner
+        self._method = method
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if name != self._method:
+            return attribute
+
+        def then_killed(*args: Any, **kwargs: Any) -> Any:
+            attribute(*args, **kwargs)
+            raise Killed(name)
+
+        return then_killed
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__getattr__("__call__")(*args, **kwargs)
+
+
+def _killed_at(point: str, ports: IngestPorts) -> IngestPorts:
+    """The same ports, one of which kills the process right after its real step at `point`."""
+    (target,) = ports.targets
+    if point == "after_executors_wrote":  # Parquet files exist, referenced by no commit
+        return replace(ports, read=_KilledAfter(ports.read, "__call__"))
+    assert point == "after_error_table"  # the error rows are committed, the data is not
+    return replace(ports, targets=[replace(target, errors=_KilledAfter(target.errors, "record"))])

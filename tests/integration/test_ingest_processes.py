@@ -33,11 +33,11 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from s3events.adapters.metadata_table import MetadataTable
-from s3events.adapters.target_table import TargetTable
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.ingest.model import Checkpoint
+from s3events.ingest.target_table import TargetTable
+from s3events.metadata.table import MetadataTable
 from tests.conftest import REPO, Stack, read_table, run_cli, write_metadata_version
 
 pytestmark = pytest.mark.integration

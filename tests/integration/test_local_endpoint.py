@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 STARTER = """
 import sys
-from s3events.local_endpoint import LocalEndpoint
+from s3events.dev.local_endpoint import LocalEndpoint
 endpoint = LocalEndpoint().start()
 print(endpoint._process.pid, flush=True)
 sys.stdin.read()  # until killed

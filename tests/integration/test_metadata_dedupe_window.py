@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from deltalake import DeltaTable
 
-from s3events.adapters.metadata_table import MetadataTable
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
+from s3events.metadata.table import MetadataTable
 
 pytestmark = pytest.mark.integration
 

@@ -28,10 +28,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from s3events.adapters import aws, provision
-from s3events.backfill import run_backfill
+from s3events.backfill.run import run_backfill
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
+from s3events.dev import provision
+from s3events.infra import aws
 from s3events.ingest.service import run_ingest
 from tests.conftest import Stack, read_table
 

@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3events.adapters import aws
-from s3events.adapters.object_reader import (
+from s3events.errors import FatalError
+from s3events.infra import aws
+from s3events.ingest.files.objects import (
     CHANGED,
     LINE_SCHEMA,
     NOT_FOUND,
@@ -21,7 +22,6 @@ from s3events.adapters.object_reader import (
     read_lines,
     read_parquet,
 )
-from s3events.errors import FatalError
 from s3events.ingest.model import FileRef
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,10 @@ import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
 
-from s3events.adapters import aws
-from s3events.adapters.delta_commit import commit_files, transaction_versions
-from s3events.adapters.parquet_files import (
+from s3events.errors import CommitConflict, FatalError
+from s3events.infra import aws
+from s3events.infra.delta_commit import commit_files, transaction_versions
+from s3events.infra.parquet_files import (
     WRITTEN_FILE_SCHEMA,
     WrittenFile,
     from_row,
@@ -23,7 +24,6 @@ from s3events.adapters.parquet_files import (
     write_data_file,
     written_files_batch,
 )
-from s3events.errors import CommitConflict, FatalError
 
 pytestmark = pytest.mark.integration
 

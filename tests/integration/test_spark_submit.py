@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from s3events.adapters import aws
+from s3events.infra import aws
 from tests.conftest import REPO, read_table
 
 pytestmark = pytest.mark.integration

@@ -37,7 +37,7 @@ import pytest
 
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
-from s3events.local_endpoint import free_port
+from s3events.dev.local_endpoint import free_port
 from tests.conftest import REPO, Stack, read_table
 
 pytestmark = pytest.mark.integration
@@ -285,17 +285,17 @@ def test_ingest_once_on_a_standalone_cluster_reads_on_the_worker_and_writes_the_
     _assert_ran_on_the_cluster(cluster, before, output)
 
 
-# The session `s3events ingest` reads with, created as Ingest.spark creates it, then stopped: checks that
+# The session `s3events ingest` reads with, created as SparkRead.spark creates it, then stopped: checks that
 # spark-submit's --master is kept at the cost of one driver start (a whole `ingest --once` costs more).
 SESSION_PROBE = """
 import sys
 
 from s3events.config import load_settings
-from s3events.ingest.service import Ingest
+from s3events.ingest.service import SparkRead
 
 settings = load_settings(None, sys.argv[1:])
 settings.validate_for("ingest")
-session = Ingest(settings).spark
+session = SparkRead(settings).spark
 print("session master:", session.sparkContext.master, flush=True)
 session.stop()
 """

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from s3events.adapters.arrow_json import fast_path_supports, parse_json_lines
-from s3events.adapters.spark_json import _table_schema
+from s3events.ingest.files.fast_json import fast_path_supports, parse_json_lines
+from s3events.ingest.files.fast_path import _table_schema
 from s3events.ingest.model import FileRef
 
 FILE = FileRef(

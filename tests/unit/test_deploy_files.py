@@ -1,7 +1,7 @@
 """docker-compose.yml and the Dockerfile, checked without a Docker engine (there is none here).
 
 Every command a service runs is parsed by the real parser it reaches (`s3events.cli.build_parser()`,
-`python -m s3events.adapters.provision`), every bind-mounted host path and every properties file a
+`python -m s3events.dev.provision`), every bind-mounted host path and every properties file a
 command names must exist in the repository, and those properties files must load and validate.
 """
 
@@ -17,8 +17,8 @@ import pytest
 import yaml  # PyYAML, installed with moto (the test extra)
 
 from s3events import cli
-from s3events.adapters import provision
 from s3events.config import Settings, keys, load_settings
+from s3events.dev import provision
 from s3events.ingest.target import target_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,7 +243,7 @@ def test_ingest_reads_what_capture_writes_with_local_spark_in_its_container() ->
 
 def test_setup_runs_provision_with_flags_its_parser_accepts_and_matching_the_properties(monkeypatch) -> None:
     argv = _argv(_services()["setup"])
-    assert argv[:3] == ["python", "-m", "s3events.adapters.provision"], argv
+    assert argv[:3] == ["python", "-m", "s3events.dev.provision"], argv
     made: dict[str, Any] = {}
     buckets: list[str] = []
 

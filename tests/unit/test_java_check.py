@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from s3events.adapters.spark import require_java
 from s3events.errors import FatalError
+from s3events.infra.spark import require_java
 
 
 def _fake_java(directory: Path, version_line: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from s3events.adapters.aws import AwsOptions, FreshStorageOptions, resolve
+from s3events.infra.aws import AwsOptions, FreshStorageOptions, resolve
 
 
 def write_profile(path: Path, key: str) -> None:

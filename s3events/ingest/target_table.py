@@ -12,11 +12,11 @@ import pyarrow as pa
 from deltalake import CommitProperties, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from s3events.adapters import delta
-from s3events.adapters.aws import StorageOptions, resolve
-from s3events.adapters.delta_commit import check_transactions, commit_files, transaction_versions
-from s3events.adapters.parquet_files import WrittenFile
 from s3events.errors import CheckpointError, CommitConflict
+from s3events.infra import delta
+from s3events.infra.aws import StorageOptions, resolve
+from s3events.infra.delta_commit import check_transactions, commit_files, transaction_versions
+from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to_transactions
 from s3events.ingest.model import Checkpoint, Deletion, FileRef
 from s3events.ingest.plan import ensure_forward
@@ -36,7 +36,6 @@ ERROR_SCHEMA = pa.schema(
         pa.field("_ingested_at", pa.timestamp("us", tz="UTC")),
     ]
 )
-_CONFIGURATION = {"s3events.schema.version": str(TARGET_SCHEMA_VERSION)}
 
 
 class TargetTable:
@@ -77,7 +76,7 @@ class TargetTable:
             storage_options=self._storage_options(),
             transactions=to_transactions(self.app_id, end),
             expected_transactions=seen,
-            configuration={**_CONFIGURATION, "delta.enableChangeDataFeed": "true"},
+            configuration=delta.table_properties("target", TARGET_SCHEMA_VERSION),
             custom_metadata={
                 "s3events.writer": "ingest",
                 "s3events.checkpoint": f"{end.version}:{end.position}",

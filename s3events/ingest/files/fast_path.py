@@ -22,18 +22,10 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
-from s3events.adapters.arrow_json import (
-    Fetched,
-    JsonFile,
-    fast_path_supports,
-    fetch,
-    is_spark_like,
-    parse_json_lines,
-)
-from s3events.adapters.aws import AwsOptions
-from s3events.adapters.object_reader import INGESTED_AT, LINEAGE_FIELDS
-from s3events.adapters.parquet_files import (
+from s3events.infra.aws import AwsOptions
+from s3events.infra.parquet_files import (
     WRITTEN_FILE_SCHEMA,
     WrittenFile,
     from_row,
@@ -41,7 +33,16 @@ from s3events.adapters.parquet_files import (
     to_row,
     write_partitioned,
 )
-from s3events.adapters.spark_files import file_refs, files_frame
+from s3events.ingest.files.fast_json import (
+    Fetched,
+    JsonFile,
+    fast_path_supports,
+    fetch,
+    is_spark_like,
+    parse_json_lines,
+)
+from s3events.ingest.files.frames import file_refs, files_frame
+from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec, key_path_value
 
@@ -56,10 +57,6 @@ _OUT_SCHEMA = pa.schema(
         pa.field("event_id", pa.string()),  # a file for the line path ...
         pa.field("reason", pa.string()),  # ... and why
     ]
-)
-_OUT_DDL = (
-    "path string, size bigint, num_records bigint, partition_values string, modification_time bigint, "
-    "stats string, schema binary, event_id string, reason string"
 )
 _FIXED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
 
@@ -113,7 +110,10 @@ def run_fast(
         partition_by=target.partition_by,
         ingested_at=ingested_at,
     )
-    rows = [r.asDict() for r in files_frame(spark, files, tasks).mapInArrow(task, _OUT_DDL).collect()]
+    rows = [
+        r.asDict()
+        for r in files_frame(spark, files, tasks).mapInArrow(task, from_arrow_schema(_OUT_SCHEMA)).collect()
+    ]
     written = [from_row(r) for r in rows if r["path"] is not None]
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
     schema = _table_schema(

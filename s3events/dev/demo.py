@@ -15,13 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from s3events.adapters import aws, provision, table_info
-from s3events.adapters.metadata_table import MetadataTable
-from s3events.adapters.spark import get_spark, require_java
-from s3events.backfill import BackfillReport, run_backfill
+from s3events.backfill.model import BackfillReport
+from s3events.backfill.run import run_backfill
 from s3events.capture.service import CaptureTotals, run_capture
 from s3events.config import Settings, load_settings
-from s3events.demo_data import (
+from s3events.dev import provision
+from s3events.dev.demo_data import (
     BUCKET,
     MALFORMED_KEY,
     MALFORMED_LINE,
@@ -34,9 +33,12 @@ from s3events.demo_data import (
     put_samples,
     redeliver_and_poison,
 )
+from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.errors import FatalError
+from s3events.infra import aws, table_info
+from s3events.infra.spark import get_spark, require_java
 from s3events.ingest.service import run_ingest
-from s3events.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.metadata.table import MetadataTable
 
 _MARKER = ".s3events-demo"
 SPARK_MASTER = "local[2]"

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from s3events.adapters import delta
-from s3events.adapters.aws import StorageOptions, resolve
-from s3events.adapters.metadata_table import METADATA_SCHEMA_VERSION
 from s3events.errors import FatalError
+from s3events.infra import delta
+from s3events.infra.aws import StorageOptions, resolve
 from s3events.ingest.model import FileRef
+from s3events.metadata.table import METADATA_SCHEMA_VERSION
 
 _COLUMNS = ["bucket", "key", "etag", "version_id", "size", "event_time", "event_id", "event_kind"]
 

@@ -32,9 +32,9 @@ from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
-from s3events.adapters.delta import as_conflict, is_s3, open_table
-from s3events.adapters.parquet_files import WrittenFile
 from s3events.errors import CommitConflict, FatalError
+from s3events.infra.delta import as_conflict, is_s3, open_table
+from s3events.infra.parquet_files import WrittenFile
 
 log = logging.getLogger(__name__)
 

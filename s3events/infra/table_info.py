@@ -15,7 +15,7 @@ extra entries at the front. `commit_times` drops those extras so every timestamp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from s3events.adapters.delta import open_table
+from s3events.infra.delta import open_table
 
 __all__ = ["TableSnapshot", "commit_times", "describe", "latest_row"]
 
@@ -34,20 +34,35 @@ class TableSnapshot:
     rows: int  # from file statistics; a lower bound when `rows_exact` is False
     rows_exact: bool  # every data file carries a row count in its statistics
     last_commit_at: datetime | None  # commitInfo timestamp of the newest commit
+    files: int = 0  # data files of the current version
+    small_files: int = 0  # of those, smaller than the `small_file_bytes` asked for
+    transactions: Mapping[str, int | None] = field(default_factory=dict)  # the app ids asked for
 
 
-def describe(path: str, storage_options: Mapping[str, str]) -> TableSnapshot | None:
-    """The table's version, row count and newest commit time; None when there is no table at `path`."""
+def describe(
+    path: str,
+    storage_options: Mapping[str, str],
+    *,
+    small_file_bytes: int = 32 << 20,
+    app_ids: Sequence[str] = (),
+) -> TableSnapshot | None:
+    """The table's version, row count, files, newest commit time and the versions of `app_ids`; None
+    when there is no table at `path`."""
     table = open_table(path, storage_options)
     if table is None:
         return None
-    counts = table.get_add_actions().column("num_records").to_pylist()
+    actions = table.get_add_actions(flatten=True)
+    counts = actions.column("num_records").to_pylist()
+    sizes = actions.column("size_bytes").to_pylist()
     history = table.history(1)
     return TableSnapshot(
         version=int(table.version()),
         rows=sum(int(n) for n in counts if n is not None),
         rows_exact=all(n is not None for n in counts),
         last_commit_at=_commit_time(history[0]) if history else None,
+        files=len(sizes),
+        small_files=sum(1 for size in sizes if int(size) < small_file_bytes),
+        transactions={app_id: table.transaction_version(app_id) for app_id in app_ids},
     )
 
 

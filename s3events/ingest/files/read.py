@@ -22,8 +22,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from s3events.adapters.aws import AwsOptions
-from s3events.adapters.object_reader import (
+from s3events.infra.aws import AwsOptions
+from s3events.infra.parquet_files import (
+    WRITTEN_FILE_SCHEMA,
+    WrittenFile,
+    from_row,
+    write_partitioned,
+    written_files_batch,
+)
+from s3events.ingest.files.fast_path import describe, known_columns, run_fast
+from s3events.ingest.files.frames import file_refs, files_frame
+from s3events.ingest.files.objects import (
     INGESTED_AT,
     LINE_SCHEMA,
     LINEAGE_FIELDS,
@@ -31,18 +40,9 @@ from s3events.adapters.object_reader import (
     read_lines,
     read_parquet,
 )
-from s3events.adapters.parquet_files import (
-    WRITTEN_FILE_DDL,
-    WrittenFile,
-    from_row,
-    write_partitioned,
-    written_files_batch,
-)
-from s3events.adapters.spark_files import file_refs, files_frame
-from s3events.adapters.spark_json import describe, known_columns, run_fast
-from s3events.adapters.target_table import ERROR_SCHEMA
 from s3events.ingest.model import Batch, FileRef
 from s3events.ingest.target import TargetSpec, key_path_pattern
+from s3events.ingest.target_table import ERROR_SCHEMA
 
 LINEAGE = [f.name for f in LINEAGE_FIELDS]
 CORRUPT = "_corrupt_record"
@@ -54,7 +54,7 @@ _MIN_SHARED_BYTES = 32 << 20  # below this per core, one task writes (no tiny fi
 
 
 @dataclass
-class BatchOutput:
+class ReadOutput:
     schema: pa.Schema  # the target's full schema after this batch (data + lineage + partition columns)
     errors: pa.Table  # ERROR_SCHEMA rows
     rows: int = 0
@@ -71,7 +71,7 @@ def run_batch(
     existing_schema: pa.Schema | None,
     aws: AwsOptions,
     ingested_at: datetime,
-) -> BatchOutput:
+) -> ReadOutput:
     existing = _arrow_schema(from_arrow_schema(existing_schema)) if existing_schema is not None else None
     declared = _declared(target)
     known = (
@@ -93,7 +93,7 @@ def run_batch(
     )
     if not fast.rest:
         assert fast.schema is not None
-        return BatchOutput(fast.schema, ERROR_SCHEMA.empty_table(), fast.rows, fast.files)
+        return ReadOutput(fast.schema, ERROR_SCHEMA.empty_table(), fast.rows, fast.files)
     log.info("target %s: %s", target.name, describe(fast))
     out = _run_on_spark(spark, fast.rest, target, fast.schema if fast.files else existing, aws, ingested_at)
     out.files = [*fast.files, *out.files]
@@ -108,7 +108,7 @@ def _run_on_spark(
     existing_schema: pa.Schema | None,
     aws: AwsOptions,
     ingested_at: datetime,
-) -> BatchOutput:
+) -> ReadOutput:
     """The general path: every format, every line through Spark (from_json / from_csv / text)."""
     frame = files_frame(spark, files)
     cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
@@ -135,7 +135,7 @@ def _run_on_spark(
             .select(["_source_file", "error"])
             .to_pylist()
         }
-        out = BatchOutput(schema=schema, errors=errors, failed_files=failed)
+        out = ReadOutput(schema=schema, errors=errors, failed_files=failed)
         if target.mode == "merge":
             latest = _latest_per_key(good, target)
             out.merge_rows = latest.toArrow().cast(schema)
@@ -300,8 +300,7 @@ def _read_parquet(
     )
     bad = spark.createDataFrame(
         [(uri, etag, None, None, error, None) for uri, etag, error in errors],
-        "_source_file string, _source_etag string, _source_line bigint, raw string, error string, "
-        "_event_time timestamp",
+        from_arrow_schema(pa.schema([f for f in ERROR_SCHEMA if f.name != INGESTED_AT])),
     )
     return good, bad
 
@@ -401,7 +400,7 @@ def _write(
         partial(
             _write_partition, table_uri=target.path, schema=schema, aws=aws, partition_by=target.partition_by
         ),
-        WRITTEN_FILE_DDL,
+        from_arrow_schema(WRITTEN_FILE_SCHEMA),
     ).collect()
     return [from_row(row.asDict()) for row in written]
 

@@ -5,32 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from s3events.adapters import aws
+from s3events.capture.ports import SQS_MAX_BATCH, BatchOutcome, Message
 from s3events.errors import TransientError
+from s3events.infra import aws
 
 log = logging.getLogger(__name__)
-
-SQS_MAX_BATCH = 10  # ReceiveMessage, DeleteMessageBatch and ChangeMessageVisibilityBatch all cap at 10
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    message_id: str
-    receipt_handle: str
-    body: str
-    receive_count: int
-    sent_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class BatchOutcome:
-    """Entries a batch call could not apply, by message id, with the reason SQS gave."""
-
-    failed: dict[str, str]
 
 
 def _chunks(items: Sequence[Message], size: int = SQS_MAX_BATCH) -> Iterable[Sequence[Message]]:

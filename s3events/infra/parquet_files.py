@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from s3events.adapters import aws
-from s3events.adapters.aws import AwsOptions
+from s3events.infra import aws
+from s3events.infra.aws import AwsOptions
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 STRING_STATS_PREFIX = 32
@@ -50,11 +50,6 @@ WRITTEN_FILE_SCHEMA = pa.schema(
         pa.field("modification_time", pa.int64(), nullable=False),
         pa.field("stats", pa.string(), nullable=False),
     ]
-)
-# The same schema for `DataFrame.mapInArrow(fn, WRITTEN_FILE_DDL)`.
-WRITTEN_FILE_DDL = (
-    "path string, size bigint, num_records bigint, partition_values string, modification_time bigint, "
-    "stats string"
 )
 
 

@@ -29,6 +29,14 @@ def text_field(name: str) -> pc.Expression:
     return pc.field(name).cast(pa.string())
 
 
+def table_properties(kind: str, schema_version: int, *, change_data_feed: bool = True) -> dict[str, str]:
+    """The properties every table we create carries: what it is, its schema version, the change feed."""
+    properties = {SCHEMA_VERSION_PROPERTY: str(schema_version), TABLE_KIND_PROPERTY: kind}
+    if change_data_feed:
+        properties["delta.enableChangeDataFeed"] = "true"
+    return properties
+
+
 def is_s3(path: str) -> bool:
     return path.startswith("s3://")
 
@@ -54,12 +62,7 @@ def open_or_create(
     """Open the table, creating it on first use; refuse a table written by a newer schema version."""
     table = open_table(path, storage_options)
     if table is None:
-        configuration = {
-            SCHEMA_VERSION_PROPERTY: str(schema_version),
-            TABLE_KIND_PROPERTY: kind,
-        }
-        if change_data_feed:
-            configuration["delta.enableChangeDataFeed"] = "true"
+        configuration = table_properties(kind, schema_version, change_data_feed=change_data_feed)
         try:
             table = DeltaTable.create(
                 path,

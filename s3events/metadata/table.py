@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties
 from deltalake.exceptions import CommitFailedError
 
-from s3events.adapters import delta
 from s3events.events.record import EventRecord, QuarantineRecord, dedupe
+from s3events.infra import aws, delta
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class _IdentityTable:
         schema: pa.Schema,
         schema_version: int,
         identity: str,
-        storage_options: Mapping[str, str] | Any,
+        storage_options: aws.StorageOptions,
         commit_attempts: int,
         window: tuple[str, timedelta] | None = None,
         refresh_when: str | None = None,
@@ -134,8 +134,7 @@ class _IdentityTable:
         self._schema = schema
         self._schema_version = schema_version
         self._identity = identity
-        # A callable so that refreshed credentials are used whenever the table is re-opened.
-        self._storage_options = storage_options if callable(storage_options) else (lambda: storage_options)
+        self._storage = storage_options  # resolved at every open: refreshed credentials are picked up
         self._attempts = commit_attempts
         self._table: Any = None
         self._opened_at = 0.0
@@ -148,7 +147,7 @@ class _IdentityTable:
                 self._schema,
                 kind=self._kind,
                 schema_version=self._schema_version,
-                storage_options=self._storage_options(),
+                storage_options=aws.resolve(self._storage),
             )
             self._opened_at = time.monotonic()
         else:
@@ -156,11 +155,11 @@ class _IdentityTable:
         return self._table
 
     def version(self) -> int | None:
-        table = delta.open_table(self.path, self._storage_options())
+        table = delta.open_table(self.path, aws.resolve(self._storage))
         return None if table is None else table.version()
 
     def row_count(self) -> int:
-        table = delta.open_table(self.path, self._storage_options())
+        table = delta.open_table(self.path, aws.resolve(self._storage))
         return 0 if table is None else int(table.count())
 
     def insert_absent(self, batch: pa.Table, *, custom_metadata: Mapping[str, str]) -> CommitResult:
@@ -234,7 +233,7 @@ class MetadataTable(_IdentityTable):
         self,
         path: str,
         *,
-        storage_options: Any,
+        storage_options: aws.StorageOptions,
         commit_attempts: int = 10,
         dedupe_window: timedelta | None = None,
     ) -> None:
@@ -264,7 +263,7 @@ class MetadataTable(_IdentityTable):
 class QuarantineTable(_IdentityTable):
     """Poison messages, one row per message id (a redelivered poison message is not recorded twice)."""
 
-    def __init__(self, path: str, *, storage_options: Any, commit_attempts: int = 10) -> None:
+    def __init__(self, path: str, *, storage_options: aws.StorageOptions, commit_attempts: int = 10) -> None:
         super().__init__(
             path,
             kind="quarantine",

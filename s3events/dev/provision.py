@@ -1,7 +1,7 @@
 """Create a bucket, a queue and the S3→SQS (optionally S3→SNS→SQS) notification between them.
 
 Used by the local demo, the tests, the benchmarks and docker-compose's one-shot setup service
-(`python -m s3events.adapters.provision`). Production buckets and queues are the user's own.
+(`python -m s3events.dev.provision`). Production buckets and queues are the user's own.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from s3events.adapters import aws
+from s3events.infra import aws
 
 ALL_OBJECT_EVENTS = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
 

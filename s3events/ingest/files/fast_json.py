@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from s3events.adapters.aws import AwsOptions
-from s3events.adapters.lines import codec_for_key
-from s3events.adapters.object_reader import LINEAGE_FIELDS, ObjectReadError, lineage_columns, open_object
 from s3events.errors import TransientError
+from s3events.infra.aws import AwsOptions
+from s3events.ingest.files.lines import codec_for_key
+from s3events.ingest.files.objects import LINEAGE_FIELDS, ObjectReadError, lineage_columns, open_object
 from s3events.ingest.model import FileRef
 
 MAX_OBJECT_BYTES = 128 << 20  # decompressed; larger objects stream through the line path

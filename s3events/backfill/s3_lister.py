@@ -11,29 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from s3events.adapters import aws
+from s3events.backfill.model import ListedObject, Page
+from s3events.events.model import bare_etag
+from s3events.infra import aws
 
 MAX_PAGE_SIZE = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class ListedObject:
-    bucket: str
-    key: str
-    size: int
-    etag: str  # without surrounding quotes
-    last_modified: datetime  # timezone-aware, UTC
-    version_id: str | None  # the latest version's id on versioned buckets, else None
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    objects: list[ListedObject]
-    prefixes: list[str]  # common prefixes; only a listing with a delimiter has any
 
 
 class S3Lister:
@@ -118,9 +103,7 @@ def _prefixes(answer: dict[str, Any]) -> list[str]:
 
 
 def _listed(bucket: str, item: dict[str, Any], version_id: str | None) -> ListedObject:
-    etag = str(item.get("ETag", ""))
-    if len(etag) >= 2 and etag[0] == etag[-1] == '"':  # the same rule as the event parser
-        etag = etag[1:-1]
+    etag = bare_etag(str(item.get("ETag", "")))
     modified: datetime = item["LastModified"]
     return ListedObject(
         bucket=bucket,

@@ -1,7 +1,7 @@
 """Read the S3 objects that events refer to, inside Spark executors: exactly the content the event names.
 
-Every function here is a picklable top-level function over plain data (a FileRef, AwsOptions). Each call
-creates its own boto3 client; nothing here imports pyspark or deltalake.
+Every function here is a picklable top-level function over plain data (a FileRef, AwsOptions). They share
+one boto3 client per executor process (`aws.client` caches it); nothing here imports pyspark or deltalake.
 
 Exactness: GetObject carries `IfMatch=<etag>` (and `VersionId`), so a later overwrite shows up as 412
 instead of silently feeding us other bytes. A connection that breaks mid-object is resumed with a
@@ -26,9 +26,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import urllib3.exceptions
 
-from s3events.adapters import aws
-from s3events.adapters.aws import AwsOptions
-from s3events.adapters.lines import (
+from s3events.errors import S3EventsError, TransientError
+from s3events.events.model import bare_etag
+from s3events.infra import aws
+from s3events.infra.aws import AwsOptions
+from s3events.ingest.files.lines import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_MAX_LINE_BYTES,
     CorruptData,
@@ -36,7 +38,6 @@ from s3events.adapters.lines import (
     decompressed_chunks,
     split_lines,
 )
-from s3events.errors import S3EventsError, TransientError
 from s3events.ingest.model import FileRef
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -86,12 +87,12 @@ class S3Object:
 
     def __init__(self, file: FileRef, options: AwsOptions, *, attempts: int = 5) -> None:
         self.uri = file.uri
-        self.etag = (file.etag or "").strip('"') or None
+        self.etag = bare_etag(file.etag or "") or None
         self.size = 0
         self._file = file
         self._version = file.version_id if file.version_id not in (None, "", "null") else None
         self._attempts = attempts
-        self._s3 = aws.client(options, "s3")  # one client per object: executors share nothing
+        self._s3 = aws.client(options, "s3")  # the process's cached client (thread-safe)
         self._body: Any = None
         self._pos = 0
         self._closed = False
@@ -131,7 +132,7 @@ class S3Object:
         self._body = response["Body"]
         if self._pos == 0:
             self.size = int(response.get("ContentLength") or 0)
-            self.etag = self.etag or str(response.get("ETag", "")).strip('"') or None
+            self.etag = self.etag or bare_etag(str(response.get("ETag", ""))) or None
 
     def _read_once(self, size: int) -> bytes:
         if self._pos >= self.size:

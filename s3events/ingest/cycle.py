@@ -1,0 +1,255 @@
+"""Ingest, per target and per batch, as numbered steps: 1 plan → 2 read (Spark) → 3 write + checkpoint.
+
+The checkpoint is a Delta app transaction inside the same commit as the batch's data, so a kill at any
+instant either leaves the batch invisible (it is redone from the same checkpoint) or finds it committed
+together with its checkpoint (it is not redone). Every line lands exactly once.
+
+Built from ports (`ports.py`); `service.build_ingest` wires the real ones from settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from s3events.config.keys import CheckpointStrategy
+from s3events.errors import CheckpointError, FatalError, S3EventsError
+from s3events.ingest.model import Batch, Checkpoint
+from s3events.ingest.plan import append_step, caught_up_to, ensure_forward, mirror_step, plan
+from s3events.ingest.ports import Changes, ErrorStore, Feed, ReadBatch, TargetStore
+from s3events.ingest.target import TargetSpec
+
+log = logging.getLogger(__name__)
+
+
+class TargetFailed(S3EventsError):
+    """One target's batch failed; the other targets go on."""
+
+
+@dataclass(slots=True)
+class BatchReport:
+    target: str
+    files: int
+    rows: int
+    errors: int
+    deleted: int
+    start: Checkpoint
+    end: Checkpoint
+    version: int | None
+    seconds: float
+
+    def log_line(self) -> str:
+        return (
+            f"ingest batch: target={self.target} files={self.files} rows={self.rows} errors={self.errors} "
+            f"deleted={self.deleted} "
+            f"checkpoint={self.start.version}:{self.start.position}->{self.end.version}:{self.end.position} "
+            f"table_version={self.version} elapsed={self.seconds:.2f}s"
+        )
+
+
+@dataclass(slots=True)
+class IngestCycle:
+    batches: list[BatchReport] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def idle(self) -> bool:
+        return not self.batches
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One target as the cycle sees it: its declaration, its table and its error table."""
+
+    spec: TargetSpec
+    table: TargetStore
+    errors: ErrorStore
+
+
+class _TargetState:
+    def __init__(self, target: Target) -> None:
+        self.spec = target.spec
+        self.table = target.table
+        self.errors = target.errors
+        self.cursor: Checkpoint | None = None  # in memory: scanned-through point past unrouted versions
+        self.origin: Checkpoint | None = None  # the recorded starting point while there is no checkpoint
+        self.caught_up_logged = False
+
+
+class Ingest:
+    """The ingest stage for a set of targets. `run_once()` runs at most one batch per target."""
+
+    def __init__(
+        self,
+        feed: Feed,
+        targets: Sequence[Target],
+        *,
+        read: ReadBatch,
+        strategy: CheckpointStrategy = "earliest",
+        start_at: int | None = None,
+    ) -> None:
+        self._feed = feed
+        self._read = read
+        self._strategy = strategy
+        self._targets = [_TargetState(target) for target in targets]
+        if start_at is not None:
+            explicit = Checkpoint(start_at, 0)
+            for state in self._targets:
+                stored = state.table.checkpoint()
+                if stored is not None:
+                    try:
+                        ensure_forward(stored, explicit)  # --checkpoint never moves a target backwards
+                    except CheckpointError as exc:
+                        raise CheckpointError(f"target {state.spec.name}: {exc}") from exc
+                state.cursor = explicit
+        self.up_to: int | None = None  # --once: the metadata version present at start
+
+    def freeze_at_latest(self) -> None:
+        """--once: ingest only what the metadata table holds now, not what arrives meanwhile."""
+        self.up_to = self._feed.latest_version()
+
+    def run_once(self) -> IngestCycle:
+        result = IngestCycle()
+        latest = self._feed.latest_version()
+        if latest is None:
+            log.info("the metadata table %s does not exist yet; nothing to ingest", self._feed.path)
+            return result
+        if self.up_to is not None:
+            latest = min(latest, self.up_to)
+        positions = {s.spec.name: self._position(s, latest) for s in self._targets}
+        # One read of the change feed serves every target.
+        low = min((p.version for p in positions.values()), default=latest)
+        changes = self._feed.changes_after(low, up_to=latest)
+        for state in self._targets:
+            name = state.spec.name
+            try:
+                outcome = self._run_target(state, positions[name], changes)
+            except FatalError:
+                raise
+            except Exception as exc:  # one failing target does not stop the others
+                log.exception("target %s: batch failed; other targets go on", name)
+                result.failed[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            if outcome is not None:
+                log.info(outcome.log_line())
+                result.batches.append(outcome)
+        return result
+
+    def _position(self, state: _TargetState, latest: int) -> Checkpoint:
+        stored = state.table.checkpoint()
+        if stored is None:
+            stored = state.origin = state.origin or state.errors.origin()
+        if state.cursor is not None and (stored is None or state.cursor > stored):
+            return state.cursor
+        if stored is not None:
+            return stored
+        if self._strategy == "earliest":
+            start = Checkpoint(-1, 0)
+        else:
+            # Durable from the first run: a restart (or the next --once) starts from the same point.
+            start = state.origin = state.errors.record_origin(Checkpoint(latest, 0))
+        log.info(
+            "target %s has no checkpoint; starting at %s (strategy %s)",
+            state.spec.name,
+            start,
+            self._strategy,
+        )
+        state.cursor = start
+        return start
+
+    def _run_target(self, state: _TargetState, start: Checkpoint, changes: Changes) -> BatchReport | None:
+        spec = state.spec
+        rows = [r for r in changes.rows if r.commit_version > start.version]
+        mirror = spec.on_object_removed == "delete"
+        # 1. plan: a bounded batch after the checkpoint (pure)
+        batch = plan(
+            start,
+            rows,
+            route=spec.route,
+            limits=spec.limits,
+            mirror=mirror,
+            latest_version=changes.latest_version,
+        )
+        if batch is None:
+            state.cursor = caught_up_to(
+                start,
+                rows,
+                route=spec.route,
+                mirror=mirror,
+                latest_version=changes.latest_version,
+            )
+            if not state.caught_up_logged:
+                log.info("target %s is caught up at metadata version %d", spec.name, state.cursor.version)
+                state.caught_up_logged = True
+            return None
+        state.caught_up_logged = False
+        result = self._run_batch(state, batch)
+        state.cursor = batch.end
+        return result
+
+    def _run_batch(self, state: _TargetState, batch: Batch) -> BatchReport:
+        spec = state.spec
+        started = time.monotonic()
+        deleted = 0
+        if spec.on_object_removed == "delete":
+            # The target mirrors S3: rows of removed or replaced objects go first (idempotent, own commit).
+            files, deletions = mirror_step(batch)
+            deleted = state.table.delete_rows(deletions)
+            batch = replace(batch, files=files)
+        elif any(f.recreated for f in batch.files):
+            # Appending: content uploaded again lands once (rows of it in the target or this batch).
+            held = state.table.held_contents([f for f in batch.files if f.recreated])
+            batch = replace(batch, files=append_step(batch, held))
+        if not batch.files:
+            version = state.table.commit_checkpoint(start=batch.start, end=batch.end)
+            return BatchReport(
+                target=spec.name,
+                files=0,
+                rows=0,
+                errors=0,
+                deleted=deleted,
+                start=batch.start,
+                end=batch.end,
+                version=version,
+                seconds=time.monotonic() - started,
+            )
+        # 2. read and parse on Spark; executors write Parquet files (invisible until committed)
+        output = self._read(batch, spec, existing_schema=state.table.schema())
+        if output.failed_files and spec.on_missing_object == "fail":
+            uri, reason = next(iter(output.failed_files.items()))
+            raise TargetFailed(f"target {spec.name}: {uri}: {reason} (on.missing.object=fail)")
+        for uri, reason in output.failed_files.items():
+            log.warning("target %s: skipped %s: %s", spec.name, uri, reason)
+        # 3. write: error rows first (skipped on replay), then data and checkpoint in one commit
+        state.errors.record(output.errors, end=batch.end)
+        if spec.mode == "merge":
+            assert output.merge_rows is not None
+            version = state.table.commit_merge(
+                output.merge_rows,
+                record_key=spec.record_key,
+                ordering_field=spec.ordering_field,
+                partition_by=spec.partition_by,
+                start=batch.start,
+                end=batch.end,
+            )
+        else:
+            version = state.table.commit_append(
+                output.files,
+                schema=output.schema,
+                partition_by=spec.partition_by,
+                start=batch.start,
+                end=batch.end,
+            )
+        return BatchReport(
+            target=spec.name,
+            files=len(batch.files),
+            rows=output.rows,
+            errors=output.errors.num_rows,
+            deleted=deleted,
+            start=batch.start,
+            end=batch.end,
+            version=version,
+            seconds=time.monotonic() - started,
+        )

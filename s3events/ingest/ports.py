@@ -1,0 +1,84 @@
+"""The narrow interfaces the ingest cycle needs, shaped like what implements them: the metadata change
+feed (`feed.MetadataFeed`), a target and its error table (`target_table`), and step 2 on Spark
+(`files.read.run_batch`). The cycle imports these, never the Delta or Spark libraries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef
+from s3events.ingest.target import TargetSpec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class Changes(Protocol):
+    @property
+    def rows(self) -> list[FileRef]: ...
+    @property
+    def latest_version(self) -> int: ...
+
+
+class Feed(Protocol):
+    path: str
+
+    def latest_version(self) -> int | None: ...
+    def changes_after(self, version: int, *, up_to: int) -> Changes: ...
+
+
+class ReadResult(Protocol):
+    """What step 2 hands back: Parquet files the executors wrote (append) or rows to merge, error rows."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+    @property
+    def errors(self) -> pa.Table: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def files(self) -> list[Any]: ...
+    @property
+    def merge_rows(self) -> pa.Table | None: ...
+    @property
+    def failed_files(self) -> dict[str, str]: ...
+
+
+class ReadBatch(Protocol):
+    def __call__(
+        self, batch: Batch, spec: TargetSpec, *, existing_schema: pa.Schema | None
+    ) -> ReadResult: ...
+
+
+class TargetStore(Protocol):
+    def checkpoint(self) -> Checkpoint | None: ...
+    def schema(self) -> pa.Schema | None: ...
+    def delete_rows(self, deletions: Sequence[Deletion]) -> int: ...
+    def held_contents(self, files: Sequence[FileRef]) -> set[tuple[str, str | None]]: ...
+    def commit_checkpoint(self, *, start: Checkpoint, end: Checkpoint) -> int | None: ...
+    def commit_append(
+        self,
+        files: list[Any],
+        *,
+        schema: pa.Schema,
+        partition_by: tuple[str, ...],
+        start: Checkpoint,
+        end: Checkpoint,
+    ) -> int: ...
+    def commit_merge(
+        self,
+        rows: pa.Table,
+        *,
+        record_key: tuple[str, ...],
+        ordering_field: str | None,
+        partition_by: tuple[str, ...],
+        start: Checkpoint,
+        end: Checkpoint,
+    ) -> int: ...
+
+
+class ErrorStore(Protocol):
+    def origin(self) -> Checkpoint | None: ...
+    def record_origin(self, start: Checkpoint) -> Checkpoint: ...
+    def record(self, errors: pa.Table, *, end: Checkpoint) -> int: ...

@@ -1,0 +1,188 @@
+"""Wiring: which tables a pass covers, what the metadata table must keep for lagging targets, and the
+pass itself (`run_maintenance`, also `s3events maintain`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from s3events.config import Settings, keys
+from s3events.errors import ConfigError
+from s3events.infra import aws, table_info
+from s3events.ingest.target import TargetSpec, target_specs
+from s3events.ingest.target_table import ErrorTable, TargetTable
+from s3events.maintenance.model import (
+    Keep,
+    MaintenanceOptions,
+    TableReport,
+    TableToMaintain,
+    due,
+    keep_since,
+)
+from s3events.maintenance.table import last_pass, maintain
+
+log = logging.getLogger(__name__)
+
+TABLE_CHOICES = "metadata | quarantine | target:NAME | all"
+
+
+def options_from(settings: Settings, *, dry_run: bool = False) -> MaintenanceOptions:
+    return MaintenanceOptions(
+        target_file_bytes=settings.get(keys.MAINTENANCE_TARGET_FILE_BYTES),
+        vacuum_retention_hours=settings.get(keys.MAINTENANCE_VACUUM_RETENTION_HOURS),
+        log_retention_days=settings.get(keys.MAINTENANCE_LOG_RETENTION_DAYS),
+        checkpoint_interval=settings.get(keys.MAINTENANCE_CHECKPOINT_INTERVAL),
+        dry_run=dry_run,
+    )
+
+
+def capture_tables(settings: Settings) -> list[TableToMaintain]:
+    """The tables capture writes: the metadata table (read by every target) and the quarantine table."""
+    tables = [
+        TableToMaintain(
+            "metadata",
+            settings.require(keys.METADATA_TABLE_PATH),
+            feeds=tuple(spec.name for spec in target_specs(settings)),
+        )
+    ]
+    quarantine = settings.get(keys.QUARANTINE_TABLE_PATH)
+    if quarantine:
+        tables.append(TableToMaintain("quarantine", quarantine))
+    return tables
+
+
+def ingest_tables(settings: Settings, targets: Sequence[str] = ()) -> list[TableToMaintain]:
+    """The tables ingest writes: each target and its error table."""
+    tables = []
+    for spec in target_specs(settings, tuple(targets)):
+        tables.append(TableToMaintain(f"target:{spec.name}", spec.path))
+        tables.append(TableToMaintain(f"errors:{spec.name}", spec.error_table_path))
+    return tables
+
+
+def select_tables(settings: Settings, which: str) -> list[TableToMaintain]:
+    """`--table` of `s3events maintain`: metadata | quarantine | target:NAME (and its error table) | all."""
+    everything = [*capture_tables(settings), *ingest_tables(settings)]
+    if which == "all":
+        return everything
+    if which in ("metadata", "quarantine"):
+        chosen = [t for t in everything if t.label == which]
+        if not chosen:
+            raise ConfigError("--table", f"{which}: no {which} table is configured")
+        return chosen
+    if which.startswith("target:"):
+        name = which.removeprefix("target:")
+        return ingest_tables(settings, [name])  # ConfigError naming an undeclared target
+    raise ConfigError("--table", f"{which!r} is not a table; expected {TABLE_CHOICES}")
+
+
+def metadata_keep(settings: Settings, storage: aws.StorageOptions, table: TableToMaintain) -> Keep | None:
+    """What the metadata table must keep: the change feed from the oldest version a target has not read.
+
+    A target that cannot be read (a transient error) counts as needing everything the log still holds:
+    nothing is cleaned up on a guess.
+    """
+    specs = {spec.name: spec for spec in target_specs(settings)}
+    resolved = aws.resolve(storage)
+    needs: dict[str, tuple[datetime | None, str]] = {}
+    for name in table.feeds:
+        first_unread = _first_unread_version(specs[name], resolved)
+        if first_unread is None:
+            needs[name] = (None, f"target {name}")
+            continue
+        times = table_info.commit_times(table.path, resolved, since=first_unread)
+        moment = min(times.values()) if times else None
+        needs[name] = (moment, f"target {name} (next metadata version to ingest: {first_unread})")
+    return keep_since(needs)
+
+
+def _first_unread_version(spec: TargetSpec, storage: dict[str, str]) -> int | None:
+    stored = TargetTable(spec.path, spec.app_id, storage_options=storage).checkpoint()
+    if stored is None:
+        stored = ErrorTable(spec.error_table_path, spec.app_id, storage_options=storage).origin()
+    return 0 if stored is None else stored.version + 1
+
+
+def run_maintenance(
+    settings: Settings,
+    tables: Sequence[TableToMaintain],
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> list[TableReport]:
+    """One pass over `tables`. A table whose pass fails is reported with its error; the others go on."""
+    storage = aws.FreshStorageOptions(aws.options_from(settings))
+    options = options_from(settings, dry_run=dry_run)
+    reports = []
+    for table in tables:
+        moment = now or datetime.now(UTC)
+        try:
+            keep = metadata_keep(settings, storage, table) if table.feeds else None
+            report = maintain(table, storage, options, now=moment, keep=keep)
+        except Exception as exc:  # one table's failure does not stop the others
+            log.exception("maintenance of %s (%s) failed", table.label, table.path)
+            report = TableReport(table.label, table.path, error=f"{type(exc).__name__}: {exc}")
+        for note in report.notes:
+            log.info("%s: %s", table.label, note)
+        log.info("maintenance: %s", report.line())
+        reports.append(report)
+    return reports
+
+
+class PeriodicMaintenance:
+    """A pass over a process's own tables between its cycles, in its own thread (so it never races its
+    own commits), at most every `s3events.maintenance.interval.seconds`, in `--continuous` runs. The time
+    of each table's last pass lives in the table (app transaction), so restarts and other processes share
+    one schedule; a table never maintained is due one interval after the process started."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tables: Sequence[TableToMaintain],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._tables = list(tables)
+        self._interval = settings.get(keys.MAINTENANCE_INTERVAL_SECONDS)
+        self._clock = clock
+        self._storage = aws.FreshStorageOptions(aws.options_from(settings))
+        # A table never maintained counts from the process start: a new table needs no pass yet.
+        self._started = clock()
+        self._next_check = self._started + self._interval
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, tables: Sequence[TableToMaintain]
+    ) -> PeriodicMaintenance | None:
+        return cls(settings, tables) if settings.get(keys.MAINTENANCE_ENABLED) else None
+
+    def _due(self, table: TableToMaintain, now: float) -> bool:
+        last = last_pass(table.path, self._storage) or self._started
+        return due(last, now=now, interval_seconds=self._interval)
+
+    def run_if_due(self) -> list[TableReport]:
+        """Maintain the tables whose last pass is an interval old. Never raises: a failure is logged and
+        tried again at the next interval."""
+        now = self._clock()
+        if now < self._next_check:
+            return []
+        self._next_check = now + self._interval
+        try:
+            stale = [
+                t
+                for t in self._tables
+                if due(
+                    last_pass(t.path, self._storage) or self._started,
+                    now=now,
+                    interval_seconds=self._interval,
+                )
+            ]
+            return run_maintenance(self._settings, stale) if stale else []
+        except Exception:
+            log.exception(
+                "periodic maintenance failed; the process goes on, next attempt in %.0fs", self._interval
+            )
+            return []

@@ -1,0 +1,44 @@
+"""The pure modules (parsing, planning, models, cycles, config) import no AWS, Delta or Spark library, not
+even through another module: they are tested without servers and read without knowing any I/O."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PURE = [
+    "s3events.events.parse",
+    "s3events.events.record",
+    "s3events.ingest.model",
+    "s3events.ingest.plan",
+    "s3events.ingest.checkpoint",
+    "s3events.ingest.target",
+    "s3events.ingest.ports",
+    "s3events.ingest.cycle",
+    "s3events.status.model",
+    "s3events.maintenance.model",
+    "s3events.capture.ports",
+    "s3events.capture.cycle",
+    "s3events.capture.receive",
+    "s3events.capture.heartbeat",
+    "s3events.backfill.model",
+    "s3events.backfill.diff",
+    "s3events.config",
+    "s3events.runloop",
+    "s3events.errors",
+]
+IO_LIBRARIES = {"boto3", "botocore", "deltalake", "pyspark"}
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_module_imports_no_io_library(module: str) -> None:
+    # A fresh interpreter: this test process has imported everything already.
+    probe = f"import sys, {module}; print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], check=True, capture_output=True, text=True
+        ).stdout.split()
+    )
+    assert not loaded & IO_LIBRARIES, f"{module} pulls in {sorted(loaded & IO_LIBRARIES)}"
