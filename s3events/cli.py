@@ -10,11 +10,15 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from s3events import __version__
 from s3events.config import Settings, keys, load_settings
 from s3events.errors import CheckpointError, ConfigError, FatalError
+
+if TYPE_CHECKING:
+    from s3events.maintenance.model import TableToMaintain
 
 log = logging.getLogger("s3events")
 
@@ -128,6 +132,17 @@ def _load(args: argparse.Namespace, command: str) -> Settings:
     return settings
 
 
+def _maintenance(
+    settings: Settings, tables: Sequence[TableToMaintain], *, once: bool
+) -> Callable[[], object] | None:
+    """Table maintenance between cycles of a --continuous run (--once runs are cron style: schedule
+    `s3events maintain` beside them)."""
+    from s3events.maintenance.service import PeriodicMaintenance
+
+    periodic = None if once else PeriodicMaintenance.from_settings(settings, tables)
+    return None if periodic is None else periodic.run_if_due
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, run, and map every outcome to an exit code. Never calls sys.exit (tests call this)."""
     args = build_parser().parse_args(argv)
@@ -135,17 +150,23 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "capture":
             from s3events.capture.service import run_capture
+            from s3events.maintenance.service import capture_tables
             from s3events.runloop import StopFlag
 
             settings = _load(args, "capture")
             stop = StopFlag()
             stop.install_signal_handlers()
             run_capture(
-                settings, once=args.once, min_interval_seconds=args.min_sync_interval_seconds, stop=stop
+                settings,
+                once=args.once,
+                min_interval_seconds=args.min_sync_interval_seconds,
+                stop=stop,
+                housekeeping=_maintenance(settings, capture_tables(settings), once=args.once),
             )
         elif args.command == "ingest":
             from s3events.infra.spark import require_java
             from s3events.ingest.service import run_ingest
+            from s3events.maintenance.service import ingest_tables
             from s3events.runloop import StopFlag
 
             settings = _load(args, "ingest")
@@ -159,6 +180,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 start_at=args.checkpoint,
                 min_interval_seconds=args.min_sync_interval_seconds,
                 stop=stop,
+                housekeeping=_maintenance(settings, ingest_tables(settings, args.target), once=args.once),
             )
             if totals.failed:
                 for target, reason in sorted(totals.failed.items()):

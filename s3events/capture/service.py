@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -13,7 +14,6 @@ from s3events.capture.queue import SqsQueue
 from s3events.capture.receive import ReceiveLimits
 from s3events.config import Settings, keys
 from s3events.infra import aws
-from s3events.maintenance.service import PeriodicMaintenance, capture_tables
 from s3events.metadata.table import MetadataTable, QuarantineTable
 from s3events.runloop import StopFlag, run_loop
 
@@ -81,8 +81,15 @@ def build_capture(settings: Settings) -> Capture:
 
 
 def run_capture(
-    settings: Settings, *, once: bool, min_interval_seconds: float | None = None, stop: StopFlag | None = None
+    settings: Settings,
+    *,
+    once: bool,
+    min_interval_seconds: float | None = None,
+    stop: StopFlag | None = None,
+    housekeeping: Callable[[], object] | None = None,
 ) -> CaptureTotals:
+    """Capture cycles until the queue is drained (`once`) or a stop signal; `housekeeping` runs between
+    cycles in this thread (the CLI passes table maintenance in --continuous runs)."""
     stop = stop or StopFlag()
     interval = (
         min_interval_seconds
@@ -90,8 +97,6 @@ def run_capture(
         else settings.get(keys.CAPTURE_MIN_SYNC_INTERVAL_SECONDS)
     )
     backfill = PeriodicBackfill.from_settings(settings, stop=stop.is_set)  # None when the interval is 0
-    # --once drains and exits (cron style: run `s3events maintain` on its own schedule).
-    maintenance = None if once else PeriodicMaintenance.from_settings(settings, capture_tables(settings))
     capture = build_capture(settings)
     totals = CaptureTotals()
     started = time.monotonic()
@@ -103,8 +108,8 @@ def run_capture(
             totals.add(result)
         if backfill is not None:
             backfill.run_if_due()  # between cycles, in this thread: serialized with capture's commits
-        if maintenance is not None:
-            maintenance.run_if_due()  # likewise: compaction never races this process's own commits
+        if housekeeping is not None:
+            housekeeping()  # likewise (table maintenance): never races this process's own commits
         return result
 
     try:

@@ -4,6 +4,7 @@ and the --once / --continuous runs."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,6 @@ from s3events.ingest.model import Batch
 from s3events.ingest.ports import Feed, ReadBatch, ReadResult
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.ingest.target_table import ErrorTable, TargetTable
-from s3events.maintenance.service import PeriodicMaintenance, ingest_tables
 from s3events.runloop import StopFlag, run_loop
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,11 @@ def run_ingest(
     min_interval_seconds: float | None = None,
     stop: StopFlag | None = None,
     spark: Any = None,
+    housekeeping: Callable[[], object] | None = None,
 ) -> IngestTotals:
+    """Ingest cycles until caught up with what was there at start (`once`) or a stop signal;
+    `housekeeping` runs between cycles in this thread (the CLI passes table maintenance in --continuous
+    runs)."""
     stop = stop or StopFlag()
     ingest = build_ingest(settings, targets=targets, start_at=start_at, spark=spark)
     interval = (
@@ -124,10 +128,6 @@ def run_ingest(
     )
     if once:
         ingest.freeze_at_latest()  # every change present at start, no more
-    # --once ingests and exits (cron style: run `s3events maintain` on its own schedule).
-    maintenance = (
-        None if once else PeriodicMaintenance.from_settings(settings, ingest_tables(settings, targets))
-    )
     totals = IngestTotals()
 
     def step() -> IngestCycle:
@@ -138,8 +138,8 @@ def run_ingest(
         for finished in result.batches:  # a target that recovered is no longer failed
             totals.failed.pop(finished.target, None)
         totals.failed.update(result.failed)
-        if maintenance is not None:
-            maintenance.run_if_due()  # between cycles, in this thread: never races this process's commits
+        if housekeeping is not None:
+            housekeeping()  # between cycles, in this thread: never races this process's own commits
         return result
 
     totals.cycles = run_loop(
