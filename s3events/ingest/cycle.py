@@ -15,13 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from s3events.config.keys import CheckpointStrategy
-from s3events.errors import CheckpointError, FatalError, S3EventsError
+from s3events.errors import CheckpointError, CommitConflict, FatalError, S3EventsError
 from s3events.ingest.model import Batch, Checkpoint
 from s3events.ingest.plan import append_step, caught_up_to, ensure_forward, mirror_step, plan
 from s3events.ingest.ports import Changes, ErrorStore, Feed, ReadBatch, TargetStore
 from s3events.ingest.target import TargetSpec
 
 log = logging.getLogger(__name__)
+
+# Metadata versions a quiet target's in-memory cursor may run ahead of its stored position (`_keep_progress`).
+PROGRESS_EVERY = 1000
 
 
 class TargetFailed(S3EventsError):
@@ -75,6 +78,8 @@ class _TargetState:
         self.errors = target.errors
         self.cursor: Checkpoint | None = None  # in memory: scanned-through point past unrouted versions
         self.origin: Checkpoint | None = None  # the recorded starting point while there is no checkpoint
+        self.durable: Checkpoint | None = None  # what a restart starts from: checkpoint, else origin
+        self.checkpointed = False  # `durable` is a checkpoint in the target table
         self.caught_up_logged = False
 
 
@@ -89,8 +94,10 @@ class Ingest:
         read: ReadBatch,
         strategy: CheckpointStrategy = "earliest",
         start_at: int | None = None,
+        progress_every: int = PROGRESS_EVERY,
     ) -> None:
         self._feed = feed
+        self._progress_every = progress_every
         self._read = read
         self._strategy = strategy
         self._targets = [_TargetState(target) for target in targets]
@@ -139,8 +146,10 @@ class Ingest:
 
     def _position(self, state: _TargetState, latest: int) -> Checkpoint:
         stored = state.table.checkpoint()
+        state.checkpointed = stored is not None
         if stored is None:
             stored = state.origin = state.origin or state.errors.origin()
+        state.durable = stored
         if state.cursor is not None and (stored is None or state.cursor > stored):
             return state.cursor
         if stored is not None:
@@ -149,7 +158,7 @@ class Ingest:
             start = Checkpoint(-1, 0)
         else:
             # Durable from the first run: a restart (or the next --once) starts from the same point.
-            start = state.origin = state.errors.record_origin(Checkpoint(latest, 0))
+            start = state.origin = state.durable = state.errors.record_origin(Checkpoint(latest, 0))
         log.info(
             "target %s has no checkpoint; starting at %s (strategy %s)",
             state.spec.name,
@@ -183,11 +192,40 @@ class Ingest:
             if not state.caught_up_logged:
                 log.info("target %s is caught up at metadata version %d", spec.name, state.cursor.version)
                 state.caught_up_logged = True
+            self._keep_progress(state)
             return None
         state.caught_up_logged = False
         result = self._run_batch(state, batch)
         state.cursor = batch.end
         return result
+
+    def _keep_progress(self, state: _TargetState) -> None:
+        """Make a quiet target's cursor durable once it is `progress_every` versions past what is stored.
+
+        A target whose routes see nothing new makes no batches, so its stored position would stay where
+        its last batch left it: every restart would rescan from there, and the metadata table could never
+        clean up the log and change data it would need (maintenance keeps them for it). Moving it over
+        versions that route nothing to the target skips nothing it has to ingest."""
+        cursor, durable = state.cursor, state.durable
+        if cursor is None or cursor.position != 0:
+            return
+        if cursor.version - (durable.version if durable is not None else -1) < self._progress_every:
+            return
+        try:
+            if state.checkpointed:
+                assert durable is not None
+                state.table.commit_checkpoint(start=durable, end=cursor)
+            else:
+                cursor = state.origin = state.errors.record_origin(cursor, replacing=durable)
+        except (CommitConflict, CheckpointError):  # another ingest moved it meanwhile: theirs holds
+            log.info("target %s: its position moved meanwhile; not recording %s", state.spec.name, cursor)
+            return
+        state.durable = cursor
+        log.info(
+            "target %s: nothing routed to it up to metadata version %d (recorded)",
+            state.spec.name,
+            cursor.version,
+        )
 
     def _run_batch(self, state: _TargetState, batch: Batch) -> BatchReport:
         spec = state.spec

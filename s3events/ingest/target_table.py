@@ -241,9 +241,9 @@ class ErrorTable:
         version = transaction_versions(self.path, [app], self._storage_options())[app]
         return None if version is None else Checkpoint(version, 0)
 
-    def record_origin(self, start: Checkpoint) -> Checkpoint:
-        """Record `start` as the target's starting point unless one is recorded already; returns the one
-        that holds (another process may have recorded its own first)."""
+    def record_origin(self, start: Checkpoint, *, replacing: Checkpoint | None = None) -> Checkpoint:
+        """Record `start` as the target's starting point if the recorded one is still `replacing` (None:
+        none recorded); returns the one that holds (another process may have recorded its own first)."""
         app = origin_id(self.app_id)
         delta.open_or_create(
             self.path,
@@ -260,7 +260,7 @@ class ErrorTable:
                 partition_by=[],
                 storage_options=self._storage_options(),
                 transactions={app: start.version},
-                expected_transactions={app: None},
+                expected_transactions={app: None if replacing is None else replacing.version},
                 custom_metadata={"s3events.writer": "ingest-origin"},
             )
         recorded = self.origin()

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 APP_ID = "s3events.maintenance"  # app transaction: epoch seconds of the last completed pass on the table
+# How long a pass may hold a table's compaction lease: longer than any compaction runs, short enough that
+# a pass killed while compacting delays the next compaction by hours, not days.
+LEASE_SECONDS = 6 * 3600
 SMALL_FRACTION = 4  # a file under target size / 4 counts as small (compaction's work still to do)
 
 

@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from s3events.config import Settings, keys
 from s3events.errors import ConfigError
 from s3events.infra import aws, table_info
-from s3events.ingest.target import TargetSpec, target_specs
-from s3events.ingest.target_table import ErrorTable, TargetTable
+from s3events.ingest.feed import MetadataFeed
+from s3events.ingest.progress import first_unread, stored_position
+from s3events.ingest.target import target_specs
 from s3events.maintenance.model import (
     Keep,
     MaintenanceOptions,
@@ -74,35 +75,38 @@ def select_tables(settings: Settings, which: str) -> list[TableToMaintain]:
         return chosen
     if which.startswith("target:"):
         name = which.removeprefix("target:")
-        return ingest_tables(settings, [name])  # ConfigError naming an undeclared target
+        if name not in settings.targets:
+            declared = ", ".join(settings.targets) or "none"
+            raise ConfigError("--table", f"{which!r}: no target {name!r} is declared; declared: {declared}")
+        return ingest_tables(settings, [name])
     raise ConfigError("--table", f"{which!r} is not a table; expected {TABLE_CHOICES}")
 
 
 def metadata_keep(settings: Settings, storage: aws.StorageOptions, table: TableToMaintain) -> Keep | None:
-    """What the metadata table must keep: the change feed from the oldest version a target has not read.
+    """What the metadata table must keep: the change feed from the oldest version holding an entry a
+    target has not ingested (versions that route nothing to a target count as read by it).
 
-    A target that cannot be read (a transient error) counts as needing everything the log still holds:
-    nothing is cleaned up on a guess.
+    A target whose position cannot be read raises: the pass fails, and nothing is cleaned up on a guess.
     """
-    specs = {spec.name: spec for spec in target_specs(settings)}
     resolved = aws.resolve(storage)
+    feed = MetadataFeed(table.path, storage_options=storage)
+    latest = feed.latest_version()
+    if latest is None:
+        return None
+    specs = [spec for spec in target_specs(settings) if spec.name in table.feeds]
+    stored = {spec.name: stored_position(spec, resolved) for spec in specs}
+    start_latest = settings.get(keys.INGEST_MISSING_CHECKPOINT_STRATEGY) == "latest"
+    unread = first_unread(specs, stored, feed, latest, start_latest=start_latest)
+    oldest = min((v for v in unread.values() if v is not None), default=None)
+    times = table_info.commit_times(table.path, resolved, since=oldest) if oldest is not None else {}
     needs: dict[str, tuple[datetime | None, str]] = {}
-    for name in table.feeds:
-        first_unread = _first_unread_version(specs[name], resolved)
-        if first_unread is None:
-            needs[name] = (None, f"target {name}")
-            continue
-        times = table_info.commit_times(table.path, resolved, since=first_unread)
-        moment = min(times.values()) if times else None
-        needs[name] = (moment, f"target {name} (next metadata version to ingest: {first_unread})")
+    for name, version in unread.items():
+        moments = [moment for v, moment in times.items() if version is not None and v >= version]
+        needs[name] = (
+            min(moments) if moments else None,
+            f"target {name} (next metadata version to ingest: {version})",
+        )
     return keep_since(needs)
-
-
-def _first_unread_version(spec: TargetSpec, storage: dict[str, str]) -> int | None:
-    stored = TargetTable(spec.path, spec.app_id, storage_options=storage).checkpoint()
-    if stored is None:
-        stored = ErrorTable(spec.error_table_path, spec.app_id, storage_options=storage).origin()
-    return 0 if stored is None else stored.version + 1
 
 
 def run_maintenance(

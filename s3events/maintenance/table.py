@@ -4,24 +4,34 @@ delta-rs behaviour this is built on (deltalake 1.6, measured): `optimize.compact
 its target size and commits them with `dataChange=false`, which `load_cdf` skips; a compaction that
 loses a race with another writer raises CommitFailedError and is tried again on a fresh snapshot.
 `cleanup_metadata` honours the table property `delta.logRetentionDuration` and removes only commit files
-older than the newest checkpoint. `vacuum` deletes files no longer referenced whose removal is older than
-its retention, and untracked files (a killed writer's) older than it.
+older than the newest checkpoint. `vacuum(full=True)` deletes files no longer referenced whose removal is
+older than its retention, and untracked files (a killed writer's, and change data files) whose
+modification time is older than it; the default (lite) vacuum never sees untracked files.
+
+Two compactions racing on one table both commit (delta-rs raises no conflict when a file a compaction
+removes was already removed by another `dataChange=false` commit), leaving every compacted row twice; a
+compaction racing any data-changing writer (MERGE, DELETE) conflicts and is retried. So compaction runs
+only under a lease: an app transaction `LEASE` holding the epoch second it expires, taken by a commit that
+expects the value it read (delta-rs refuses one of two concurrent commits of one app id) and released by
+the compaction commit itself. A pass killed while holding it delays compaction until it expires.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable
+from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from s3events.errors import CommitConflict
 from s3events.infra import aws, delta, delta_commit
 from s3events.maintenance.model import (
     APP_ID,
+    LEASE_SECONDS,
     Keep,
     MaintenanceOptions,
     TableReport,
@@ -33,6 +43,7 @@ from s3events.maintenance.model import (
 log = logging.getLogger(__name__)
 
 CHECKPOINTED_AT = f"{APP_ID}/checkpoint"  # app transaction: the version of the last pass's checkpoint
+LEASE = f"{APP_ID}/compaction"  # app transaction: epoch second until which one pass may compact (0: free)
 _WRITER = {"s3events.writer": "maintenance"}
 _LOG_RETENTION = "delta.logRetentionDuration"
 
@@ -68,9 +79,16 @@ def maintain(
     if options.dry_run:
         report.compacted_from = report.small_files_before if report.small_files_before > 1 else 0
     elif report.small_files_before > 1:
-        metrics = _compact(table.path, storage, options)
-        report.compacted_from = int(metrics.get("numFilesRemoved", 0))
-        report.compacted_into = int(metrics.get("numFilesAdded", 0))
+        lease = _take_lease(table.path, storage, now=int(now.timestamp()))
+        if isinstance(lease, str):
+            report.notes.append(lease)
+        else:
+            try:
+                metrics = _compact(table.path, storage, options)
+            finally:
+                _release_lease(table.path, storage, lease)
+            report.compacted_from = int(metrics.get("numFilesRemoved", 0))
+            report.compacted_into = int(metrics.get("numFilesAdded", 0))
     current = _open(table.path, storage)
     # 2. checkpoint, when enough commits followed the last one
     checkpointed = current.transaction_version(CHECKPOINTED_AT)
@@ -82,10 +100,8 @@ def maintain(
     days = log_retention_days(options.log_retention_days, now=now, keep=keep)
     report.logs_kept_days = days
     if not options.dry_run:
-        wanted = f"interval {days} days"
-        if current.metadata().configuration.get(_LOG_RETENTION) != wanted:
-            current.alter.set_table_properties({_LOG_RETENTION: wanted}, raise_if_not_exists=False)
-            current = _open(table.path, storage)
+        _set_log_retention(table.path, storage, f"interval {days} days")
+        current = _open(table.path, storage)
         current.cleanup_metadata()
     # 4. vacuum
     hours = vacuum_retention_hours(options.vacuum_retention_hours, now=now, keep=keep)
@@ -93,6 +109,7 @@ def maintain(
     removed = current.vacuum(
         retention_hours=hours,
         dry_run=options.dry_run,
+        full=True,  # also untracked files: a killed writer's, change data past retention
         enforce_retention_duration=False,  # our floor (7 days) is the key's; `hours` never goes below it
         commit_properties=CommitProperties(custom_metadata=_WRITER),
     )
@@ -123,22 +140,71 @@ def _file_sizes(table: DeltaTable) -> list[int]:
     return [int(s) for s in table.get_add_actions(flatten=True).column("size_bytes").to_pylist()]
 
 
-@retry(
-    retry=retry_if_exception_type(CommitFailedError),
+_retry_conflicts = retry(
+    retry=retry_if_exception_type((CommitFailedError, CommitConflict)),
     wait=wait_exponential_jitter(multiplier=0.2, max=5.0),
     stop=stop_after_attempt(5),
     reraise=True,
 )
+
+
+def _take_lease(path: str, storage: aws.StorageOptions, *, now: int) -> int | str:
+    """The epoch second our compaction lease expires, or why another pass holds it."""
+    held = _open(path, storage).transaction_version(LEASE)
+    if held is not None and held > now:
+        return (
+            f"compaction skipped: another maintenance pass holds this table's compaction lease until "
+            f"{datetime.fromtimestamp(held, UTC):%Y-%m-%dT%H:%M:%SZ} (a pass killed while compacting "
+            "holds it until then)"
+        )
+    until = now + LEASE_SECONDS
+    try:
+        _commit_marks(path, storage, {LEASE: until}, expected={LEASE: held})
+    except CommitConflict:
+        return "compaction skipped: another maintenance pass took this table's compaction lease first"
+    return until
+
+
+def _release_lease(path: str, storage: aws.StorageOptions, lease: int) -> None:
+    """Free the lease unless the compaction commit did (or the lease expired and another pass took it)."""
+    if _open(path, storage).transaction_version(LEASE) == lease:
+        try:
+            _commit_marks(path, storage, {LEASE: 0}, expected={LEASE: lease})
+        except CommitConflict:
+            log.info("%s: the compaction lease changed hands meanwhile; leaving it", path)
+
+
+@_retry_conflicts
 def _compact(path: str, storage: aws.StorageOptions, options: MaintenanceOptions) -> dict[str, int]:
-    """Bin-pack small files on a fresh snapshot; another writer winning the race costs a retry."""
+    """Bin-pack small files on a fresh snapshot, releasing the lease in the same commit; another
+    writer winning the race costs a retry."""
     metrics = _open(path, storage).optimize.compact(
         target_size=options.target_file_bytes,
-        commit_properties=CommitProperties(custom_metadata=_WRITER),
+        commit_properties=CommitProperties(custom_metadata=_WRITER, app_transactions=[Transaction(LEASE, 0)]),
     )
     return {k: int(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
 
+@_retry_conflicts
+def _set_log_retention(path: str, storage: aws.StorageOptions, wanted: str) -> None:
+    table = _open(path, storage)
+    if table.metadata().configuration.get(_LOG_RETENTION) != wanted:
+        table.alter.set_table_properties({_LOG_RETENTION: wanted}, raise_if_not_exists=False)
+
+
+@_retry_conflicts
 def _record(path: str, storage: aws.StorageOptions, marks: dict[str, int]) -> None:
+    """The pass's marks; absolute values, so a commit lost to a concurrent pass is simply made again."""
+    _commit_marks(path, storage, marks)
+
+
+def _commit_marks(
+    path: str,
+    storage: aws.StorageOptions,
+    marks: dict[str, int],
+    *,
+    expected: dict[str, int | None] | None = None,
+) -> None:
     table = _open(path, storage)
     delta_commit.commit_files(
         path,
@@ -147,5 +213,6 @@ def _record(path: str, storage: aws.StorageOptions, marks: dict[str, int]) -> No
         partition_by=list(table.metadata().partition_columns),
         storage_options=aws.resolve(storage),
         transactions=marks,
+        expected_transactions=expected,
         custom_metadata=_WRITER,
     )

@@ -13,9 +13,8 @@ from s3events.config import Settings, keys
 from s3events.infra import aws, table_info
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Checkpoint
-from s3events.ingest.plan import caught_up_to
+from s3events.ingest.progress import first_unread, pending_after, stored_position
 from s3events.ingest.target import TargetSpec, target_specs
-from s3events.ingest.target_table import ErrorTable, TargetTable
 from s3events.maintenance.model import APP_ID as MAINTAINED
 from s3events.maintenance.model import SMALL_FRACTION
 from s3events.status.model import LastError, QueueStatus, Status, TableStatus, TargetStatus
@@ -23,15 +22,6 @@ from s3events.status.model import LastError, QueueStatus, Status, TableStatus, T
 T = TypeVar("T")
 
 _ERROR_COLUMNS = ("error", "_source_file", "_source_line", "_ingested_at")
-
-
-def pending_after(checkpoint: Checkpoint | None, latest: int, *, start_latest: bool = False) -> int | None:
-    """The oldest metadata version a target with `checkpoint` has not fully ingested, or None when it is
-    caught up with the metadata table at version `latest`. `start_latest`: a target without a
-    checkpoint starts at the latest version (missing.checkpoint.strategy=latest)."""
-    if checkpoint is None:
-        return None if start_latest or latest < 0 else 0
-    return checkpoint.version + 1 if checkpoint.version < latest else None
 
 
 def _attempt(read: Callable[[], T]) -> tuple[T | None, str | None]:
@@ -99,14 +89,6 @@ def _last_error(path: str, storage: dict[str, str]) -> tuple[LastError | None, s
     )
 
 
-def _stored_checkpoint(spec: TargetSpec, storage: dict[str, str]) -> Checkpoint | None:
-    """The target's checkpoint; before its first batch, the starting point its first run recorded."""
-    stored = TargetTable(spec.path, spec.app_id, storage_options=storage).checkpoint()
-    if stored is None:
-        stored = ErrorTable(spec.error_table_path, spec.app_id, storage_options=storage).origin()
-    return stored
-
-
 def _utc(moment: Any) -> datetime | None:
     return moment.astimezone(UTC) if isinstance(moment, datetime) else None
 
@@ -135,36 +117,26 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
 
     specs = target_specs(settings)
     checkpoints: dict[str, tuple[Checkpoint | None, str | None]] = {
-        spec.name: _attempt(partial(_stored_checkpoint, spec, storage)) for spec in specs
+        spec.name: _attempt(partial(stored_position, spec, storage)) for spec in specs
     }
     latest = metadata.version if metadata.exists else (None if metadata.error else -1)
+    readable = [spec for spec in specs if checkpoints[spec.name][1] is None]
     pending: dict[str, int | None] = {}
-    if latest is not None:
-        for spec in specs:
-            stored, error = checkpoints[spec.name]
-            if error is None:
-                pending[spec.name] = pending_after(stored, latest, start_latest=start_latest)
-    # A target whose routes saw nothing new keeps an old stored checkpoint (ingest commits only real
-    # batches), so look at what is actually routed to it after its checkpoint: one feed read for all.
-    lagging = {name: v for name, v in pending.items() if v is not None}
-    if lagging and latest is not None:
+    if latest is not None and readable:
+        # A target whose routes saw nothing new may keep an older stored checkpoint: what is actually
+        # routed to it after that point decides (one feed read for all).
         feed = MetadataFeed(metadata.path, storage_options=storage)
-        changes, error = _attempt(lambda: feed.changes_after(min(lagging.values()) - 1, up_to=latest))
+        stored = {spec.name: checkpoints[spec.name][0] for spec in readable}
+        found, error = _attempt(
+            lambda: first_unread(readable, stored, feed, latest, start_latest=start_latest)
+        )
         if error is not None:
             problems.append(f"metadata table {metadata.path}: cannot read its change feed: {error}")
-        elif changes is not None:
-            for spec in specs:
-                if spec.name in lagging:
-                    start = checkpoints[spec.name][0] or Checkpoint(lagging[spec.name] - 1, 0)
-                    rows = [r for r in changes.rows if r.commit_version > start.version]
-                    reach = caught_up_to(
-                        start,
-                        rows,
-                        route=spec.route,
-                        latest_version=latest,
-                        mirror=spec.on_object_removed == "delete",
-                    )
-                    pending[spec.name] = reach.version + 1 if reach.version < latest else None
+            found = {
+                spec.name: pending_after(stored[spec.name], latest, start_latest=start_latest)
+                for spec in readable
+            }
+        pending = dict(found or {})
     # One read of the metadata log serves every target: from the oldest pending version to the latest.
     oldest = min((v for v in pending.values() if v is not None), default=None)
     times: dict[int, datetime] = {}

@@ -11,8 +11,8 @@ from deltalake import DeltaTable
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
 from s3events.ingest.model import Checkpoint
+from s3events.ingest.progress import pending_after
 from s3events.ingest.service import run_ingest
-from s3events.status.gather import pending_after
 from tests.conftest import Stack, run_cli
 
 pytestmark = pytest.mark.integration
