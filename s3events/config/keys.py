@@ -44,6 +44,7 @@ __all__ = [
     "INGEST_TARGETS",
     "LOG_LEVEL",
     "MAINTENANCE_CHECKPOINT_INTERVAL",
+    "MAINTENANCE_COMPACT_SMALL_FILES",
     "MAINTENANCE_ENABLED",
     "MAINTENANCE_INTERVAL_SECONDS",
     "MAINTENANCE_LOG_RETENTION_DAYS",
@@ -476,6 +477,15 @@ MAINTENANCE_INTERVAL_SECONDS: Key[float] = Key(
     type=FloatType(min=60, max=604800),
     default=3600.0,
     doc="How often a process runs its maintenance pass (compaction, checkpoint, log cleanup, vacuum).",
+    group="Maintenance",
+)
+MAINTENANCE_COMPACT_SMALL_FILES: Key[int] = Key(
+    name="s3events.maintenance.compact.small.files",
+    type=IntType(min=2, max=100000),
+    default=50,
+    doc="Between full passes, a process compacts one of its tables as soon as it holds this many small "
+    "files (checked about every 30 s): each small file is one more file every MERGE and read opens, so "
+    "commit cost stays flat instead of climbing until the next pass.",
     group="Maintenance",
 )
 MAINTENANCE_TARGET_FILE_BYTES: Key[int] = Key(

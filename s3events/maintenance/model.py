@@ -70,6 +70,9 @@ def log_retention_days(configured: int, *, now: datetime, keep: Keep | None) -> 
     return max(configured, math.ceil((now - keep.since) / timedelta(days=1)) + 1)
 
 
+COMPACT_CHECK_SECONDS = 30.0  # between full passes, how often a process counts its tables' small files
+
+
 def due(last_pass: float | None, *, now: float, interval_seconds: float) -> bool:
     return last_pass is None or now - last_pass >= interval_seconds
 
@@ -98,12 +101,20 @@ class TableReport:
     notes: list[str] = field(default_factory=list)  # warnings worth a person's attention
     error: str | None = None
     dry_run: bool = False  # the figures say what a pass would do
+    compaction_only: bool = False  # a compaction between passes (too many small files)
 
     def line(self) -> str:
         if not self.exists:
             return f"{self.label}: {self.path} does not exist yet; nothing to maintain"
         if self.error:
             return f"{self.label}: {self.path}: maintenance failed: {self.error}"
+        if self.compaction_only:
+            return (
+                f"{self.label}: compaction ({self.small_files_before} small files): files "
+                f"{self.files_before}->{self.files_after} (compacted {self.compacted_from} into "
+                f"{self.compacted_into}), versions {self.version_before}->{self.version_after}, "
+                f"elapsed={self.elapsed_seconds:.2f}s"
+            )
         if self.dry_run:
             return (
                 f"{self.label} (dry run): files {self.files_before} ({self.small_files_before} small), "

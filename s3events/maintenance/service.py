@@ -15,6 +15,7 @@ from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.progress import first_unread, stored_position
 from s3events.ingest.target import target_specs
 from s3events.maintenance.model import (
+    COMPACT_CHECK_SECONDS,
     Keep,
     MaintenanceOptions,
     TableReport,
@@ -22,7 +23,7 @@ from s3events.maintenance.model import (
     due,
     keep_since,
 )
-from s3events.maintenance.table import last_pass, maintain
+from s3events.maintenance.table import compact_if_crowded, last_pass, maintain
 
 log = logging.getLogger(__name__)
 
@@ -136,10 +137,16 @@ def run_maintenance(
 
 
 class PeriodicMaintenance:
-    """A pass over a process's own tables between its cycles, in its own thread (so it never races its
-    own commits), at most every `s3events.maintenance.interval.seconds`, in `--continuous` runs. The time
-    of each table's last pass lives in the table (app transaction), so restarts and other processes share
-    one schedule; a table never maintained is due one interval after the process started."""
+    """Maintenance of a process's own tables between its cycles, in its own thread (so it never races its
+    own commits), in `--continuous` runs:
+
+    - a full pass at most every `s3events.maintenance.interval.seconds`. The time of each table's last
+      pass lives in the table (app transaction), so restarts and other processes share one schedule; a
+      table never maintained is due one interval after the process started;
+    - in between, about every `COMPACT_CHECK_SECONDS`, compaction alone of a table holding
+      `s3events.maintenance.compact.small.files` small files: one commit adds a file, and every file is
+      one more for each MERGE and read to open, so without it commit cost climbs all hour long.
+    """
 
     def __init__(
         self,
@@ -151,11 +158,14 @@ class PeriodicMaintenance:
         self._settings = settings
         self._tables = list(tables)
         self._interval = settings.get(keys.MAINTENANCE_INTERVAL_SECONDS)
+        self._small_files = settings.get(keys.MAINTENANCE_COMPACT_SMALL_FILES)
+        self._options = options_from(settings)
         self._clock = clock
         self._storage = aws.FreshStorageOptions(aws.options_from(settings))
         # A table never maintained counts from the process start: a new table needs no pass yet.
         self._started = clock()
         self._next_check = self._started + self._interval
+        self._next_compact_check = self._started + COMPACT_CHECK_SECONDS
 
     @classmethod
     def from_settings(
@@ -163,30 +173,49 @@ class PeriodicMaintenance:
     ) -> PeriodicMaintenance | None:
         return cls(settings, tables) if settings.get(keys.MAINTENANCE_ENABLED) else None
 
-    def _due(self, table: TableToMaintain, now: float) -> bool:
-        last = last_pass(table.path, self._storage) or self._started
-        return due(last, now=now, interval_seconds=self._interval)
-
     def run_if_due(self) -> list[TableReport]:
-        """Maintain the tables whose last pass is an interval old. Never raises: a failure is logged and
-        tried again at the next interval."""
+        """A full pass over the tables whose last pass is an interval old, else compaction of the tables
+        crowded with small files, when their checks are due. Never raises: a failure is logged and tried
+        again at the next check."""
         now = self._clock()
-        if now < self._next_check:
-            return []
-        self._next_check = now + self._interval
-        try:
-            stale = [
-                t
-                for t in self._tables
-                if due(
-                    last_pass(t.path, self._storage) or self._started,
-                    now=now,
-                    interval_seconds=self._interval,
-                )
-            ]
-            return run_maintenance(self._settings, stale) if stale else []
-        except Exception:
-            log.exception(
-                "periodic maintenance failed; the process goes on, next attempt in %.0fs", self._interval
+        if now >= self._next_check:
+            self._next_check = now + self._interval
+            self._next_compact_check = now + COMPACT_CHECK_SECONDS
+            return self._guarded(lambda: self._full_passes(now), self._interval)
+        if now >= self._next_compact_check:
+            self._next_compact_check = now + COMPACT_CHECK_SECONDS
+            return self._guarded(lambda: self._compactions(now), COMPACT_CHECK_SECONDS)
+        return []
+
+    def _full_passes(self, now: float) -> list[TableReport]:
+        stale = [
+            t
+            for t in self._tables
+            if due(
+                last_pass(t.path, self._storage) or self._started, now=now, interval_seconds=self._interval
             )
+        ]
+        return run_maintenance(self._settings, stale, now=datetime.fromtimestamp(now, UTC)) if stale else []
+
+    def _compactions(self, now: float) -> list[TableReport]:
+        reports = []
+        for table in self._tables:
+            report = compact_if_crowded(
+                table,
+                self._storage,
+                self._options,
+                small_files=self._small_files,
+                now=datetime.fromtimestamp(now, UTC),
+            )
+            if report is not None:
+                log.info("maintenance: %s", report.line())
+                reports.append(report)
+        return reports
+
+    @staticmethod
+    def _guarded(step: Callable[[], list[TableReport]], retry_in: float) -> list[TableReport]:
+        try:
+            return step()
+        except Exception:
+            log.exception("maintenance failed; the process goes on, next attempt in %.0fs", retry_in)
             return []

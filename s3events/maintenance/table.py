@@ -68,10 +68,7 @@ def maintain(
     if opened is None:
         report.exists = False
         return report
-    sizes = _file_sizes(opened)
-    report.files_before, report.bytes_before = len(sizes), sum(sizes)
-    report.small_files_before = sum(1 for s in sizes if s < options.small_file_bytes)
-    report.version_before = int(opened.version())
+    _measure_before(report, opened, options)
     if keep is not None:
         since = f"{keep.since:%Y-%m-%dT%H:%M:%SZ}"
         report.notes.append(f"keeping the change feed since {since} for {keep.reader}")
@@ -79,16 +76,7 @@ def maintain(
     if options.dry_run:
         report.compacted_from = report.small_files_before if report.small_files_before > 1 else 0
     elif report.small_files_before > 1:
-        lease = _take_lease(table.path, storage, now=int(now.timestamp()))
-        if isinstance(lease, str):
-            report.notes.append(lease)
-        else:
-            try:
-                metrics = _compact(table.path, storage, options)
-            finally:
-                _release_lease(table.path, storage, lease)
-            report.compacted_from = int(metrics.get("numFilesRemoved", 0))
-            report.compacted_into = int(metrics.get("numFilesAdded", 0))
+        _compact_under_lease(table.path, storage, options, now=now, report=report)
     current = _open(table.path, storage)
     # 2. checkpoint, when enough commits followed the last one
     checkpointed = current.transaction_version(CHECKPOINTED_AT)
@@ -121,12 +109,60 @@ def maintain(
         if report.checkpoint:
             marks[CHECKPOINTED_AT] = int(current.version()) + 1  # the version this commit becomes
         _record(table.path, storage, marks)
-    final = _open(table.path, storage)
-    after = _file_sizes(final)
-    report.files_after, report.bytes_after = len(after), sum(after)
-    report.version_after = int(final.version())
-    report.elapsed_seconds = time.monotonic() - started
+    _measure_after(report, _open(table.path, storage), started)
     return report
+
+
+def compact_if_crowded(
+    table: TableToMaintain,
+    storage: aws.StorageOptions,
+    options: MaintenanceOptions,
+    *,
+    small_files: int,
+    now: datetime,
+) -> TableReport | None:
+    """Compaction alone, when the table holds at least `small_files` small files (between full passes,
+    so commit cost stays flat); None when it does not (or there is no table)."""
+    opened = delta.open_table(table.path, aws.resolve(storage))
+    if opened is None:
+        return None
+    started = time.monotonic()
+    report = TableReport(table.label, table.path, compaction_only=True)
+    _measure_before(report, opened, options)
+    if report.small_files_before < small_files:
+        return None
+    _compact_under_lease(table.path, storage, options, now=now, report=report)
+    _measure_after(report, _open(table.path, storage), started)
+    return report
+
+
+def _measure_before(report: TableReport, table: DeltaTable, options: MaintenanceOptions) -> None:
+    sizes = _file_sizes(table)
+    report.files_before, report.bytes_before = len(sizes), sum(sizes)
+    report.small_files_before = sum(1 for s in sizes if s < options.small_file_bytes)
+    report.version_before = int(table.version())
+
+
+def _measure_after(report: TableReport, table: DeltaTable, started: float) -> None:
+    sizes = _file_sizes(table)
+    report.files_after, report.bytes_after = len(sizes), sum(sizes)
+    report.version_after = int(table.version())
+    report.elapsed_seconds = time.monotonic() - started
+
+
+def _compact_under_lease(
+    path: str, storage: aws.StorageOptions, options: MaintenanceOptions, *, now: datetime, report: TableReport
+) -> None:
+    lease = _take_lease(path, storage, now=int(now.timestamp()))
+    if isinstance(lease, str):
+        report.notes.append(lease)
+        return
+    try:
+        metrics = _compact(path, storage, options)
+    finally:
+        _release_lease(path, storage, lease)
+    report.compacted_from = int(metrics.get("numFilesRemoved", 0))
+    report.compacted_into = int(metrics.get("numFilesAdded", 0))
 
 
 def _open(path: str, storage: aws.StorageOptions) -> DeltaTable:

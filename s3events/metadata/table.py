@@ -181,6 +181,7 @@ class _IdentityTable:
                 source_alias="s",
                 target_alias="t",
                 commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
+                streamed_exec=False,
             )
             # Explicit columns: the source may carry helper columns the refresh predicate reads.
             columns = {name: f"s.{name}" for name in self._schema.names}

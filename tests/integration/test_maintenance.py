@@ -33,8 +33,8 @@ from s3events.config import load_settings
 from s3events.ingest.cycle import Ingest
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.service import ingest_ports, run_ingest
-from s3events.maintenance.model import APP_ID, TableReport, TableToMaintain
-from s3events.maintenance.service import run_maintenance, select_tables
+from s3events.maintenance.model import APP_ID, COMPACT_CHECK_SECONDS, TableReport, TableToMaintain
+from s3events.maintenance.service import PeriodicMaintenance, run_maintenance, select_tables
 from tests.conftest import Stack, read_table, run_cli
 from tests.integration.test_ingest import capture, jsonl, settings_for, target_conf
 
@@ -360,6 +360,62 @@ def test_quiet_targets_record_their_progress_so_restarts_and_log_cleanup_need_no
         run_maintenance(settings, select_tables(settings, "metadata"), now=month_later), "metadata"
     )
     assert (report.vacuum_retention_hours, report.logs_kept_days, report.notes) == (168, 30, [])
+
+
+def test_a_continuous_process_compacts_a_crowded_table_between_passes_and_runs_full_passes_on_schedule(
+    make_stack, s3
+):
+    stack = make_stack()
+    settings = load_settings(
+        None,
+        stack.conf(
+            **MAINTENANCE,
+            **FAST_CAPTURE,
+            maintenance__compact__small__files=5,
+            maintenance__interval__seconds=3600,
+        ),
+    )
+    clock = FakeClock(datetime.now(UTC).timestamp())  # days pass only through the clock
+    periodic = PeriodicMaintenance(settings, select_tables(settings, "metadata"), clock=clock)
+    put_and_capture_each(stack, s3, settings, range(4))  # 4 small files: not crowded yet
+    rows = metadata_rows(stack)
+
+    assert periodic.run_if_due() == []  # nothing is due at the start
+    clock.advance(COMPACT_CHECK_SECONDS)
+    assert periodic.run_if_due() == []  # checked: 4 < 5 small files
+    put_and_capture_each(stack, s3, settings, range(4, 6))
+    rows = metadata_rows(stack)
+    clock.advance(COMPACT_CHECK_SECONDS / 2)
+    assert periodic.run_if_due() == []  # the next check is not due yet
+    clock.advance(COMPACT_CHECK_SECONDS / 2)
+
+    (compaction,) = periodic.run_if_due()
+
+    assert compaction.compaction_only and compaction.error is None
+    assert (compaction.small_files_before, compaction.files_after) == (6, 1)
+    assert metadata_rows(stack) == rows
+    assert DeltaTable(stack.metadata_path).transaction_version(APP_ID) is None  # not a full pass
+    operations = Counter(h["operation"] for h in DeltaTable(stack.metadata_path).history())
+    assert operations["OPTIMIZE"] == 1
+
+    clock.advance(3600)
+    (full,) = periodic.run_if_due()
+
+    assert not full.compaction_only and full.error is None and full.checkpoint
+    assert DeltaTable(stack.metadata_path).transaction_version(APP_ID) == int(clock())
+    clock.advance(COMPACT_CHECK_SECONDS)
+    assert periodic.run_if_due() == []  # one file: nothing to compact
+
+
+class FakeClock:
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 # ------------------------------------------------------------------------------- crashes inside a pass

@@ -1,0 +1,302 @@
+"""Months in minutes: does commit cost stay flat as history grows? Maintenance on against off, one run.
+
+    .venv/bin/python benchmarks/long_run.py [--commits 20000] [--marks 1000,5000,10000,20000]
+        [--variants on,off] [--endpoint local|moto|both] [--off-commits 3000] [--seconds-per-commit 5]
+        [--ingest-every 20] [--block 200] [--seed 7]
+
+What a quiet queue makes capture do for weeks: one `MetadataTable.commit` per cycle of 1-10 events
+(the project's own MERGE: insert-if-absent on event_id within the 15-day dedupe window, re-creation
+refresh), about 3% of them redeliveries of events already captured. Every `--ingest-every` commits an
+ingest step follows: a fresh `MetadataFeed` reads the change feed after the target's checkpoint, `plan`
+makes the batch, one small Parquet file of its entries is written and `TargetTable.commit_append` commits
+it with the checkpoint (ingest's per-batch Delta work, without Spark reading the objects).
+
+- **on**: what a `--continuous` process does between its cycles (`PeriodicMaintenance`, the class capture
+  and ingest run, with its clock advanced `--seconds-per-commit` per commit): compaction of a table as
+  soon as it holds `s3events.maintenance.compact.small.files` small files (checked every 30 s), and a
+  full pass (compaction, checkpoint, log cleanup, vacuum) every `s3events.maintenance.interval.seconds`.
+  Its own time is printed apart, not counted in the commit times.
+- **off**: no maintenance, today's growth. It is stopped after `--off-commits` (its cost grows linearly,
+  so 20k commits would take hours); the table shows where it got.
+
+At each mark the p50/p99 of the last `--block` capture commits, the p50 of the ingest steps in the same
+stretch, and the metadata table's data files and `_delta_log` entries are printed; then, per variant,
+the ratio of the p50 at the last mark to the p50 at the first (goal with maintenance on: <= 1.2).
+`--endpoint moto` keeps the tables in the local S3 endpoint (moto_server) instead of a local directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from s3events.config import Settings, load_settings
+from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.events.model import ObjectEvent
+from s3events.events.record import EventRecord
+from s3events.infra import aws
+from s3events.infra.parquet_files import write_data_file
+from s3events.ingest.feed import MetadataFeed
+from s3events.ingest.model import Checkpoint, Limits
+from s3events.ingest.plan import Route, plan
+from s3events.ingest.target_table import TargetTable
+from s3events.maintenance.model import TableToMaintain
+from s3events.maintenance.service import PeriodicMaintenance
+from s3events.metadata.table import MetadataTable
+
+TARGET_SCHEMA = pa.schema([pa.field("_source_file", pa.string()), pa.field("size", pa.int64())])
+WINDOW = timedelta(days=15)
+
+
+@dataclass
+class Mark:
+    commits: int
+    capture_p50: float
+    capture_p99: float
+    ingest_p50: float | None
+    data_files: int
+    log_entries: int
+
+
+@dataclass
+class Variant:
+    name: str
+    marks: list[Mark] = field(default_factory=list)
+    maintenance_seconds: list[float] = field(default_factory=list)
+
+
+def ms(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Workload:
+    """Synthetic S3 events: 1-10 per cycle, ~3% of them redeliveries of recent ones."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.recent: list[EventRecord] = []
+        self.n = 0
+
+    def cycle(self) -> list[EventRecord]:
+        records = []
+        for _ in range(self.rng.randint(1, 10)):
+            if self.recent and self.rng.random() < 0.03:
+                records.append(self.rng.choice(self.recent))
+                continue
+            self.n += 1
+            now = datetime.now(UTC)
+            event = ObjectEvent(
+                bucket="landing",
+                key=f"in/{self.n // 1000:05d}/{self.n:09d}.json",
+                event_name="ObjectCreated:Put",
+                event_time=now,
+                size=self.rng.randint(100, 10_000),
+                etag=uuid.UUID(int=self.rng.getrandbits(128)).hex,
+                sequencer=f"{self.n:016X}",
+            )
+            records.append(EventRecord(event, "sqs", now, message_id=str(uuid.uuid4())))
+        self.recent = (self.recent + records)[-200:]
+        return records
+
+
+class Ingest:
+    """Ingest's per-batch Delta work for one target: feed read, plan, one file + checkpoint commit."""
+
+    def __init__(
+        self, metadata_path: str, target_path: str, storage: dict[str, str], options: aws.AwsOptions
+    ) -> None:
+        self.feed = MetadataFeed(metadata_path, storage_options=storage)
+        self.target = TargetTable(target_path, "bench", storage_options=storage)
+        self.target_path = target_path
+        self.options = options
+        self.checkpoint = Checkpoint(-1, 0)
+
+    def step(self) -> float:
+        started = time.perf_counter()
+        latest = self.feed.latest_version()
+        assert latest is not None
+        changes = self.feed.changes_after(self.checkpoint.version, up_to=latest)
+        batch = plan(self.checkpoint, changes.rows, route=Route(), limits=Limits(), latest_version=latest)
+        if batch is not None:
+            rows = pa.table(
+                {"_source_file": [f.uri for f in batch.files], "size": [f.size for f in batch.files]},
+                schema=TARGET_SCHEMA,
+            )
+            written = write_data_file(
+                rows.to_batches(), table_uri=self.target_path, schema=TARGET_SCHEMA, options=self.options
+            )
+            files = [written] if written is not None else []
+            self.target.commit_append(
+                files, schema=TARGET_SCHEMA, partition_by=(), start=self.checkpoint, end=batch.end
+            )
+            self.checkpoint = batch.end
+        return time.perf_counter() - started
+
+
+def table_shape(path: str, storage: dict[str, str]) -> tuple[int, int]:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path, storage_options=storage or None)
+    files = len(table.file_uris())
+    if path.startswith("s3://"):
+        bucket, _, prefix = path.removeprefix("s3://").partition("/")
+        s3 = aws.client(aws.AwsOptions(region="us-east-1", endpoint_url=storage["AWS_ENDPOINT_URL"]), "s3")
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/_delta_log/")
+        logs = sum(len(page.get("Contents", [])) for page in pages)
+    else:
+        logs = len(list(Path(path, "_delta_log").iterdir()))
+    return files, logs
+
+
+def run_variant(
+    name: str, root: str, storage: dict[str, str], options: aws.AwsOptions, args: argparse.Namespace
+) -> Variant:
+    maintained = name.endswith("on")
+    commits = args.commits if maintained else min(args.commits, args.off_commits)
+    marks = sorted(m for m in args.marks if m <= commits) or [commits]
+    metadata_path, target_path = f"{root}/{name}/metadata", f"{root}/{name}/target"
+    metadata = MetadataTable(metadata_path, storage_options=storage, dedupe_window=WINDOW)
+    ingest = Ingest(metadata_path, target_path, storage, options)
+    workload = Workload(args.seed)
+    clock = SimulatedClock()
+    periodic = PeriodicMaintenance(
+        settings_for(metadata_path, options),
+        [TableToMaintain("metadata", metadata_path), TableToMaintain("target:bench", target_path)],
+        clock=clock,
+    )
+    variant = Variant(name)
+    capture_times: list[float] = []
+    ingest_times: list[tuple[int, float]] = []
+    for i in range(1, commits + 1):
+        records = workload.cycle()
+        started = time.perf_counter()
+        metadata.commit(records, custom_metadata={"s3events.writer": "benchmark"})
+        capture_times.append(time.perf_counter() - started)
+        if i % args.ingest_every == 0:
+            ingest_times.append((i, ingest.step()))
+        clock.now += args.seconds_per_commit
+        if maintained:
+            started = time.perf_counter()
+            if periodic.run_if_due():
+                variant.maintenance_seconds.append(time.perf_counter() - started)
+        if i in marks:
+            block = capture_times[-args.block :]
+            stretch = [t for n, t in ingest_times if n > i - args.block * 5]
+            files, logs = table_shape(metadata_path, storage)
+            mark = Mark(
+                i,
+                ms(block, 0.5),
+                ms(block, 0.99),
+                ms(stretch, 0.5) if stretch else None,
+                files,
+                logs,
+            )
+            variant.marks.append(mark)
+            ingest_text = f"{mark.ingest_p50:8.1f}" if mark.ingest_p50 is not None else "       -"
+            print(
+                f"{name:10s} {i:7d} commits: capture p50 {mark.capture_p50:7.1f} ms  p99 "
+                f"{mark.capture_p99:7.1f} ms  ingest p50 {ingest_text} ms  metadata files {files:6d}  "
+                f"log entries {logs:6d}",
+                flush=True,
+            )
+    return variant
+
+
+class SimulatedClock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def settings_for(metadata_path: str, options: aws.AwsOptions) -> Settings:
+    conf = [f"s3events.metadata.table.path={metadata_path}"]
+    if options.endpoint_url:
+        conf += [f"s3events.aws.endpoint.url={options.endpoint_url}", "s3events.aws.region=us-east-1"]
+    return load_settings(None, conf)
+
+
+@contextmanager
+def endpoint_for(kind: str) -> Iterator[tuple[str, dict[str, str], aws.AwsOptions]]:
+    """(table root, delta storage options, AwsOptions) of a local directory or the moto endpoint."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if kind == "local":
+            yield tmp, {}, aws.AwsOptions()
+            return
+        os.environ.update(LOCAL_ENV)
+        with LocalEndpoint() as endpoint:
+            options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
+            aws.client(options, "s3").create_bucket(Bucket="lake")
+            yield "s3://lake", aws.delta_storage_options(options), options
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--commits", type=int, default=20_000)
+    parser.add_argument(
+        "--marks", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 10_000, 20_000]
+    )
+    parser.add_argument("--variants", default="on,off")
+    parser.add_argument("--endpoint", choices=["local", "moto", "both"], default="local")
+    parser.add_argument("--off-commits", type=int, default=3000)
+    parser.add_argument("--seconds-per-commit", type=float, default=5.0)
+    parser.add_argument("--ingest-every", type=int, default=20)
+    parser.add_argument("--block", type=int, default=200)
+    parser.add_argument("--target-file-bytes", type=int, default=128 << 20)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    results = []
+    for kind in ("local", "moto") if args.endpoint == "both" else (args.endpoint,):
+        with endpoint_for(kind) as (root, storage, options):
+            for maintenance in args.variants.split(","):
+                name = f"{kind}-{maintenance}"
+                results.append(run_variant(name, root, storage, options, args))
+    print()
+    print(
+        "| variant | commits | capture p50 ms | capture p99 ms | ingest p50 ms | metadata files | log files |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for variant in results:
+        for m in variant.marks:
+            ingest_text = f"{m.ingest_p50:.1f}" if m.ingest_p50 is not None else "-"
+            print(
+                f"| {variant.name} | {m.commits} | {m.capture_p50:.1f} | {m.capture_p99:.1f} | {ingest_text} "
+                f"| {m.data_files} | {m.log_entries} |"
+            )
+    print()
+    for variant in results:
+        first, last = variant.marks[0], variant.marks[-1]
+        passes = variant.maintenance_seconds
+        extra = (
+            f", {len(passes)} maintenance steps, median {statistics.median(passes):.2f} s" if passes else ""
+        )
+        print(
+            f"{variant.name}: capture p50 at {last.commits} commits / at {first.commits} = "
+            f"{last.capture_p50 / first.capture_p50:.2f}x{extra}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
