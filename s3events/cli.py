@@ -1,7 +1,8 @@
 """The `s3events` command. The library logs; this module configures logging and owns the exit path.
 
 Exit codes: 0 success, 1 runtime failure, 2 configuration or usage error, 3 fatal environment error
-(access denied, missing queue, no Java): something a person has to fix.
+(access denied, missing queue or bucket, unwritable table location, no Java): something a person has to
+fix. Errors of our own hierarchy print one line; their traceback is logged at DEBUG only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from s3events import __version__
 from s3events.config import Settings, keys, load_settings
-from s3events.errors import CheckpointError, ConfigError, FatalError
+from s3events.errors import CheckpointError, ConfigError, FatalError, TransientError
 
 if TYPE_CHECKING:
     from s3events.maintenance.model import TableToMaintain
@@ -149,11 +150,15 @@ def run(argv: Sequence[str] | None = None) -> int:
     _configure_logging("INFO")
     try:
         if args.command == "capture":
+            from s3events import preflight
             from s3events.capture.service import run_capture
             from s3events.maintenance.service import capture_tables
             from s3events.runloop import StopFlag
 
             settings = _load(args, "capture")
+            preflight.check(
+                settings, preflight.capture_locations(settings), queue_url=settings.require(keys.QUEUE_URL)
+            )
             stop = StopFlag()
             stop.install_signal_handlers()
             run_capture(
@@ -164,12 +169,14 @@ def run(argv: Sequence[str] | None = None) -> int:
                 housekeeping=_maintenance(settings, capture_tables(settings), once=args.once),
             )
         elif args.command == "ingest":
+            from s3events import preflight
             from s3events.infra.spark import require_java
             from s3events.ingest.service import run_ingest
             from s3events.maintenance.service import ingest_tables
             from s3events.runloop import StopFlag
 
             settings = _load(args, "ingest")
+            preflight.check(settings, preflight.ingest_locations(settings, args.target))  # before Spark
             require_java()
             stop = StopFlag()
             stop.install_signal_handlers()
@@ -187,6 +194,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                     print(f"s3events: target {target} failed: {reason}", file=sys.stderr)
                 return EXIT_FAILURE
         elif args.command == "backfill":
+            from s3events import preflight
             from s3events.backfill.command import backfill_request
             from s3events.backfill.progress import terminal_progress
             from s3events.backfill.run import run_backfill
@@ -195,6 +203,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             request = backfill_request(args.source, since=args.since, until=args.until, dry_run=args.dry_run)
             args.conf = [*args.conf, *request.conf_overrides]
             settings = _load(args, "backfill")
+            writes = not request.options.dry_run
+            preflight.check(settings, preflight.backfill_locations(settings, writes=writes))
             stop = StopFlag()
             stop.install_signal_handlers()
             backfilled = run_backfill(
@@ -211,18 +221,24 @@ def run(argv: Sequence[str] | None = None) -> int:
         elif args.command == "status":
             from datetime import UTC, datetime
 
+            from s3events import preflight
             from s3events.status.gather import gather_status
             from s3events.status.render import render_json, render_text
 
             settings = _load(args, "status")
+            # A health check reports the state now: one attempt, no waiting for an endpoint to come back.
+            preflight.check(settings, preflight.status_locations(settings), timeout_seconds=0)
             report = gather_status(settings, now=datetime.now(UTC))
             print(render_json(report) if args.json else render_text(report))
             return report.exit_code
         elif args.command == "maintain":
+            from s3events import preflight
             from s3events.maintenance.service import run_maintenance, select_tables
 
             settings = _load(args, "maintain")
-            reports = run_maintenance(settings, select_tables(settings, args.table), dry_run=args.dry_run)
+            tables = select_tables(settings, args.table)
+            preflight.check(settings, preflight.maintain_locations(tables))
+            reports = run_maintenance(settings, tables, dry_run=args.dry_run)
             print("\n".join(r.line() for r in reports))
             if any(r.error for r in reports):
                 return EXIT_FAILURE
@@ -238,8 +254,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"s3events: checkpoint refused: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except FatalError as exc:
+        log.debug("s3events %s: fatal error", args.command, exc_info=True)
         print(f"s3events: fatal: {exc}", file=sys.stderr)
         return EXIT_FATAL
+    except TransientError as exc:  # --once: retrying is the next run's job (or the scheduler's)
+        log.debug("s3events %s: transient error", args.command, exc_info=True)
+        print(f"s3events: failed, may succeed when retried: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except Exception:
         log.exception("s3events %s failed", args.command)
         return EXIT_FAILURE

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TypeVar
 
-from s3events.errors import FatalError
+from s3events.errors import FatalError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +71,16 @@ def run_loop(
             result = step()
         except FatalError:
             raise
-        except Exception:
+        except Exception as exc:
             if once:
                 raise
             failures += 1
             backoff = min(max_error_backoff_seconds, 2.0 ** min(failures, 10) / 4)
-            log.exception("cycle failed (%d in a row); retrying in %.1fs", failures, backoff)
+            if isinstance(exc, TransientError):  # expected (throttling, an outage): one line, no traceback
+                log.warning("cycle failed (%d in a row); retrying in %.1fs: %s", failures, backoff, exc)
+                log.debug("the failed cycle's traceback", exc_info=True)
+            else:  # a bug, or an error we do not know yet: the traceback helps whoever fixes it
+                log.exception("cycle failed (%d in a row); retrying in %.1fs", failures, backoff)
             stop.wait(backoff)
             continue
         failures = 0

@@ -34,6 +34,7 @@ from s3events.config.registry import (
 __all__ = [
     "AWS_ENDPOINT_URL",
     "AWS_REGION",
+    "AWS_STARTUP_TIMEOUT_SECONDS",
     "BACKFILL_INTERVAL_SECONDS",
     "BACKFILL_SOURCES",
     "CAPTURE_COMMIT_MAX_ATTEMPTS",
@@ -126,6 +127,16 @@ AWS_ENDPOINT_URL: Key[str | None] = Key(
     type=UrlType(),
     doc="One endpoint URL for S3, SQS and Delta storage instead of AWS's (e.g. a local moto or MinIO "
     "server); an http:// URL allows plain HTTP; unset = the AWS endpoints.",
+    group="AWS",
+)
+
+AWS_STARTUP_TIMEOUT_SECONDS: Key[float] = Key(
+    name="s3events.aws.startup.timeout.seconds",
+    type=FloatType(min=0, max=3600),
+    default=60.0,
+    doc="At start-up every command checks the endpoint, the queue and each table location it uses; an "
+    "unreachable or throttling endpoint is retried with backoff for this long, then the command exits 3 "
+    "naming what it could not reach. 0 = one attempt. Later, running processes back off without limit.",
     group="AWS",
 )
 

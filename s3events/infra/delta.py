@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TypeVar
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from s3events.errors import CommitConflict, FatalError
+from s3events.infra.delta_errors import translate
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +43,15 @@ def is_s3(path: str) -> bool:
     return path.startswith("s3://")
 
 
-def open_table(path: str, storage_options: Mapping[str, str]) -> DeltaTable | None:
-    """The table at `path`, or None when there is none yet."""
+def open_table(path: str, storage_options: Mapping[str, str], *, kind: str = "Delta") -> DeltaTable | None:
+    """The table at `path`, or None when there is none yet. Any other failure (missing bucket, access
+    denied, unreachable endpoint) becomes a one-line FatalError or TransientError naming the path."""
     try:
         return DeltaTable(path, storage_options=dict(storage_options) if is_s3(path) else None)
     except TableNotFoundError:
         return None
+    except (OSError, DeltaError) as exc:
+        raise translate(exc, action=f"cannot open the {kind} table", path=path) from exc
 
 
 def open_or_create(
@@ -60,7 +65,7 @@ def open_or_create(
     partition_by: list[str] | None = None,
 ) -> DeltaTable:
     """Open the table, creating it on first use; refuse a table written by a newer schema version."""
-    table = open_table(path, storage_options)
+    table = open_table(path, storage_options, kind=kind)
     if table is None:
         configuration = table_properties(kind, schema_version, change_data_feed=change_data_feed)
         try:
@@ -78,11 +83,11 @@ def open_or_create(
             log.info("created %s table %s (schema version %d)", kind, path, schema_version)
         except (CommitFailedError, DeltaError) as exc:
             # Another writer created it first; theirs is as good as ours.
-            table = open_table(path, storage_options)
+            table = open_table(path, storage_options, kind=kind)
             if table is None:
-                raise FatalError(f"cannot create the {kind} table at {path}: {exc}") from exc
+                raise translate(exc, action=f"cannot create the {kind} table", path=path) from exc
         except OSError as exc:
-            raise FatalError(f"cannot create the {kind} table at {path}: {exc}") from exc
+            raise translate(exc, action=f"cannot create the {kind} table", path=path) from exc
     check_schema_version(table, path=path, kind=kind, supported=schema_version)
     return table
 
@@ -117,3 +122,15 @@ def retry_conflicts(attempts: int) -> Callable[[Callable[..., T]], Callable[...,
 
 def as_conflict(exc: CommitFailedError) -> CommitConflict:
     return CommitConflict(f"commit conflict: {exc}")
+
+
+@contextmanager
+def committing(path: str, *, kind: str = "Delta") -> Iterator[None]:
+    """The one mapping of delta-rs errors around a commit: a lost race becomes a CommitConflict (retried on
+    fresh state); a storage error becomes fatal or transient, in one line (`delta_errors.translate`)."""
+    try:
+        yield
+    except CommitFailedError as exc:
+        raise as_conflict(exc) from exc
+    except OSError as exc:
+        raise translate(exc, action=f"cannot commit to the {kind} table", path=path) from exc

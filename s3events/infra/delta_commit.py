@@ -33,7 +33,8 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from s3events.errors import CommitConflict, FatalError
-from s3events.infra.delta import as_conflict, is_s3, open_table
+from s3events.infra.delta import committing, is_s3, open_table
+from s3events.infra.delta_errors import translate
 from s3events.infra.parquet_files import WrittenFile
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def commit_files(
         AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats) for f in files
     ]
     options = dict(storage_options) if is_s3(table_uri) else None
-    try:
+    with committing(table_uri):
         table = open_table(table_uri, storage_options)
         check_transactions(table, table_uri, expected_transactions)
         if table is None:
@@ -103,8 +104,6 @@ def commit_files(
             partition_by=list(partition_by) or None,
             commit_properties=properties,
         )
-    except CommitFailedError as exc:
-        raise as_conflict(exc) from exc
     return _version_of(table_uri, storage_options, commit_id)
 
 
@@ -152,9 +151,11 @@ def _create_with_files(
         )
     except (CommitFailedError, DeltaError) as exc:
         if "already exists" not in str(exc) and not isinstance(exc, CommitFailedError):
-            raise FatalError(f"cannot create the Delta table at {table_uri}: {exc}") from exc
+            raise translate(exc, action="cannot create the Delta table", path=table_uri) from exc
         log.info("%s was created by another writer meanwhile; appending instead", table_uri)
         return False
+    except OSError as exc:
+        raise translate(exc, action="cannot create the Delta table", path=table_uri) from exc
     return True
 
 
@@ -178,8 +179,10 @@ def _create_empty(
         )
     except (CommitFailedError, DeltaError) as exc:
         if open_table(table_uri, options or {}) is None:
-            raise FatalError(f"cannot create the Delta table at {table_uri}: {exc}") from exc
+            raise translate(exc, action="cannot create the Delta table", path=table_uri) from exc
         log.info("%s was created by another writer meanwhile; using it", table_uri)
+    except OSError as exc:
+        raise translate(exc, action="cannot create the Delta table", path=table_uri) from exc
 
 
 def _check_partitioning(table: DeltaTable, table_uri: str, partition_by: Sequence[str]) -> None:

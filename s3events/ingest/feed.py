@@ -73,11 +73,15 @@ class MetadataFeed:
         ]
         return Changes(rows, up_to)
 
+    def check(self) -> None:
+        """FatalError when the table exists but is not a metadata table this version understands."""
+        self._open()
+
     def _open(self) -> DeltaTable | None:
         options = resolve(self._storage)
         if self._table is None or options != self._opened_with:  # new credentials: a new table handle
             self._opened_with = options
-            table = delta.open_table(self.path, options)
+            table = delta.open_table(self.path, options, kind="metadata")
             if table is not None:
                 delta.check_schema_version(
                     table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 from deltalake import CommitProperties, Transaction, write_deltalake
-from deltalake.exceptions import CommitFailedError
 
 from s3events.errors import CheckpointError, CommitConflict
 from s3events.infra import delta
@@ -115,12 +114,10 @@ class TargetTable:
             commit_properties=properties,
         )
         update_when = f"s.`{ordering_field}` >= t.`{ordering_field}`" if ordering_field else None
-        try:
+        with delta.committing(self.path, kind="target"):
             metrics = (
                 merger.when_matched_update_all(predicate=update_when).when_not_matched_insert_all().execute()
             )
-        except CommitFailedError as exc:
-            raise delta.as_conflict(exc) from exc
         if not (metrics.get("num_target_rows_inserted") or metrics.get("num_target_rows_updated")):
             # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
             return commit_files(

@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties
-from deltalake.exceptions import CommitFailedError
 
 from s3events.events.record import EventRecord, QuarantineRecord, dedupe
 from s3events.infra import aws, delta
@@ -187,10 +186,8 @@ class _IdentityTable:
             columns = {name: f"s.{name}" for name in self._schema.names}
             if self._refresh_when is not None:
                 merger = merger.when_matched_update(updates=columns, predicate=self._refresh_when)
-            try:
+            with delta.committing(self.path, kind="metadata"):
                 metrics = merger.when_not_matched_insert(updates=columns).execute()
-            except CommitFailedError as exc:
-                raise delta.as_conflict(exc) from exc
             inserted = int(metrics.get("num_target_rows_inserted", 0))
             recreated = int(metrics.get("num_target_rows_updated", 0))
             return CommitResult(

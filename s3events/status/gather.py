@@ -110,6 +110,9 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
     metadata = _table(settings.require(keys.METADATA_TABLE_PATH), storage, small)
     if metadata.error:
         problems.append(f"metadata table {metadata.path}: cannot read it: {metadata.error}")
+    elif metadata.exists:
+        # Written by a newer s3events (or not ours): nothing read from it could be trusted. Exit 3.
+        MetadataFeed(metadata.path, storage_options=storage).check()
     quarantine_path = settings.get(keys.QUARANTINE_TABLE_PATH)
     quarantine = _table(quarantine_path, storage, small) if quarantine_path else None
     if quarantine is not None and quarantine.error:

@@ -28,6 +28,7 @@ PURE = [
     "s3events.config",
     "s3events.runloop",
     "s3events.errors",
+    "s3events.infra.delta_errors",
 ]
 IO_LIBRARIES = {"boto3", "botocore", "deltalake", "pyspark"}
 

@@ -57,3 +57,38 @@ def test_fatal_error_ends_even_the_continuous_loop():
 
     with pytest.raises(FatalError):
         run_loop(step, once=False, is_idle=lambda r: r == 0, stop=StopFlag())
+
+
+def test_a_transient_failure_is_logged_in_one_line_without_a_traceback(caplog):
+    stop = StopFlag()
+    calls: list[str] = []
+
+    def step() -> int:
+        calls.append("call")
+        if len(calls) == 1:
+            raise TransientError("cannot reach the endpoint")
+        stop.set()
+        return 1
+
+    with caplog.at_level("INFO", logger="s3events.runloop"):
+        run_loop(step, once=False, is_idle=lambda r: r == 0, stop=stop, max_error_backoff_seconds=0)
+    failures = [r for r in caplog.records if "cycle failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is None
+    assert "cannot reach the endpoint" in failures[0].getMessage()
+
+
+def test_an_unexpected_failure_keeps_its_traceback_for_whoever_fixes_it(caplog):
+    stop = StopFlag()
+    calls: list[str] = []
+
+    def step() -> int:
+        calls.append("call")
+        if len(calls) == 1:
+            raise KeyError("a bug")
+        stop.set()
+        return 1
+
+    with caplog.at_level("INFO", logger="s3events.runloop"):
+        run_loop(step, once=False, is_idle=lambda r: r == 0, stop=stop, max_error_backoff_seconds=0)
+    failures = [r for r in caplog.records if "cycle failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None

@@ -1,0 +1,101 @@
+"""The one place that decides which delta-rs / object_store errors are fatal or transient, and says so in
+one line.
+
+delta-rs raises OSError or DeltaError whose text is a multi-line chain of causes decorated with terminal
+colour codes (ANSI escapes); only that text tells what went wrong, so the classification reads it, as
+`aws.classify` reads botocore's error codes. Pure (no deltalake import): unit-tested on message text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from s3events.errors import FatalError, TransientError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_BUCKET_IN_BODY = re.compile(r"<BucketName>([^<]+)</BucketName>")
+# Random ids in S3 error bodies: noise in a message, and they could look like a status code ("/403+").
+_REQUEST_IDS = re.compile(r"<(RequestId|HostId)>[^<]*</\1>")
+_DETAIL_LIMIT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    fatal: bool
+    reason: str  # may use {bucket} and {match}
+    hint: str  # may use {bucket} and {path}
+
+
+def _rule(pattern: str, fatal: bool, reason: str, hint: str) -> _Rule:
+    return _Rule(re.compile(pattern, re.IGNORECASE), fatal, reason, hint)
+
+
+_ENDPOINT_HINT = "check s3events.aws.endpoint.url / the region and that the network reaches the endpoint"
+# First match wins: the specific S3 codes before the bare HTTP statuses that accompany them.
+_RULES = (
+    _rule(r"NoSuchBucket", True, "the bucket {bucket} does not exist (NoSuchBucket)",
+          "check the bucket name in the table path and the region"),
+    _rule(r"InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken|InvalidClientTokenId",
+          True, "the credentials were rejected ({match})",
+          "check the AWS credential chain (environment, profile, instance or container role)"),
+    _rule(r"AccessDenied|\b403\b(?: Forbidden)?|Forbidden", True, "access denied ({match})",
+          "check that the credentials may list, read and write under {path}"),
+    _rule(r"Connection refused|tcp connect error|dns error|failed to lookup address|"
+          r"Name or service not known|Connection reset|connection closed|Network is unreachable",
+          False, "cannot reach the storage endpoint ({match})", _ENDPOINT_HINT),
+    _rule(r"SlowDown|Throttl\w*|TooManyRequests|\b429\b|\b503\b|ServiceUnavailable|\b500\b|InternalError",
+          False, "the storage service is throttling or unavailable ({match})", "retry later"),
+    _rule(r"timed out|\btimeout\b|RequestTimeout", False, "the request timed out ({match})", _ENDPOINT_HINT),
+    _rule(r"Not a directory|NotADirectory", True, "a parent of the path is a file, not a directory",
+          "check the table path"),
+    _rule(r"Permission denied|PermissionDenied", True, "permission denied",
+          "check that this user may write the directory of the table path"),
+    _rule(r"Read-only file system|ReadOnlyFilesystem", True, "the file system is read-only",
+          "check the table path"),
+    _rule(r"No space left|StorageFull", True, "no space left on the device", "free space or move the table"),
+    _rule(r"\b404\b|Not Found", True, "not found (404)",
+          "check the bucket in the table path, the region and s3events.aws.endpoint.url"),
+)
+
+
+def plain(text: str) -> str:
+    """`text` without colour codes, its chain of causes joined on one line."""
+    text = _REQUEST_IDS.sub("", _ANSI.sub("", text))
+    lines = (line.strip().lstrip("↳").strip() for line in text.splitlines())
+    return " <- ".join(line for line in lines if line)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
+
+
+def _bucket(path: str, text: str) -> str:
+    found = _BUCKET_IN_BODY.search(text)
+    if found:
+        return found.group(1)
+    if path.startswith("s3://"):
+        return path[len("s3://") :].split("/", 1)[0]
+    return "(unknown)"
+
+
+def translate(exc: BaseException, *, action: str, path: str) -> FatalError | TransientError:
+    """FatalError (a person must act) or TransientError (retry) for an error of a delta-rs call on the
+    table at `path`; the message reads "{action} at {path}: {what went wrong}: {what to check}".
+
+    `action` says what was attempted, e.g. "cannot open the metadata table". Errors the rules do not know
+    are transient when they are I/O errors (OSError: the store may answer next time), fatal otherwise (the
+    table itself is not what it should be)."""
+    text = plain(str(exc))
+    for rule in _RULES:
+        matches = list(rule.pattern.finditer(text))
+        if matches:
+            bucket = _bucket(path, text)
+            innermost = matches[-1].group(0)  # the chain reads outermost cause first
+            reason = rule.reason.format(bucket=bucket, match=innermost)
+            hint = rule.hint.format(bucket=bucket, path=path)
+            message = f"{action} at {path}: {reason}: {hint}"
+            return FatalError(message) if rule.fatal else TransientError(message)
+    message = f"{action} at {path}: {_short(text) or type(exc).__name__}"
+    return TransientError(message) if isinstance(exc, OSError) else FatalError(message)

@@ -1,0 +1,317 @@
+"""Environment mistakes on the Delta side end at start-up in one actionable line and exit 3: a missing
+bucket, an unreachable endpoint, an unwritable or occupied table location; even with nothing to do, and for
+ingest before Spark starts. Where a table is opened later, delta-rs errors read the same way."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from s3events.dev.local_endpoint import free_port
+from s3events.errors import FatalError, TransientError
+from s3events.infra import aws, delta
+from tests.conftest import Stack, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def _args(command: str, stack: Stack, **extra: object) -> list[str]:
+    return [command, "--once", *(arg for kv in stack.conf(**extra) for arg in ("--conf", kv))]
+
+
+def _conf(stack: Stack, **extra: object) -> list[str]:
+    return [arg for kv in stack.conf(**extra) for arg in ("--conf", kv)]
+
+
+def _ingest_args(stack: Stack, target: str, **extra: object) -> list[str]:
+    # No Java is needed: these runs must stop before Spark would start.
+    return _args(
+        "ingest", stack, ingest__targets="events", ingest__target__events__path=target,
+        ingest__target__events__format="json", **extra,
+    )
+
+
+def _missing_bucket() -> str:
+    return f"no-such-bucket-{uuid.uuid4().hex[:8]}"
+
+
+def _one_fatal_line(result, *named: str) -> str:
+    """Exit 3, exactly one line on stderr, no colour codes, naming everything in `named`."""
+    assert result.returncode == 3, result.stderr
+    assert "\x1b" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for name in named:
+        assert name in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------- capture
+
+
+def test_capture_with_the_metadata_table_in_a_missing_bucket_exits_3_though_the_queue_is_empty(make_stack):
+    stack = make_stack()
+    bucket = _missing_bucket()
+    stack.metadata_path = f"s3://{bucket}/metadata"
+
+    result = run_cli(_args("capture", stack))
+
+    line = _one_fatal_line(result, stack.metadata_path, "s3events.metadata.table.path")
+    assert f"the bucket {bucket} does not exist" in line
+
+
+def test_capture_with_the_quarantine_table_in_a_missing_bucket_names_the_quarantine_key(make_stack):
+    stack = make_stack()
+    quarantine = f"s3://{_missing_bucket()}/quarantine"
+
+    result = run_cli(_args("capture", stack, metadata__quarantine__table__path=quarantine))
+
+    _one_fatal_line(result, quarantine, "s3events.metadata.quarantine.table.path", "quarantine table")
+    assert not Path(stack.metadata_path).exists()  # nothing was created before the check
+
+
+def test_capture_with_the_metadata_table_under_a_regular_file_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    stack.metadata_path = str(blocker / "metadata")
+
+    result = run_cli(_args("capture", stack))
+
+    _one_fatal_line(result, "cannot create the metadata table", str(blocker), "is a file, not a directory")
+
+
+def test_capture_with_a_regular_file_where_the_metadata_table_should_be_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    occupied = tmp_path / "metadata"
+    occupied.write_text("something that is not a Delta table")
+    stack.metadata_path = str(occupied)
+
+    result = run_cli(_args("capture", stack))
+
+    _one_fatal_line(result, str(occupied), "not a Delta table directory")
+
+
+def test_capture_with_an_unreachable_endpoint_exits_3_naming_the_endpoint_setting(make_stack):
+    stack = make_stack()
+    stack.endpoint_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    stack.metadata_path = "s3://lake/metadata"
+
+    result = run_cli(_args("capture", stack, aws__startup__timeout__seconds=0))
+
+    _one_fatal_line(result, "cannot read the queue", "Could not connect", "s3events.aws.endpoint.url")
+
+
+def test_capture_retries_an_unreachable_endpoint_for_the_startup_timeout_then_exits_3(make_stack):
+    stack = make_stack()
+    stack.endpoint_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+
+    result = run_cli(_args("capture", stack, aws__startup__timeout__seconds=2))
+
+    assert result.returncode == 3, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "start-up check failed (attempt 1), retrying" in lines[0]  # it says so once per attempt
+    assert lines[-1].startswith("s3events: fatal: cannot read the queue")
+    assert "still failing after" in lines[-1] and "s3events.aws.endpoint.url" in lines[-1]
+    assert "Traceback" not in result.stderr
+
+
+def test_capture_with_a_missing_queue_exits_3_naming_the_queue_key(make_stack):
+    stack = make_stack()
+    stack.queue_url = stack.queue_url.rsplit("/", 1)[0] + "/no-such-queue"
+
+    result = run_cli(_args("capture", stack))
+
+    _one_fatal_line(result, "no-such-queue", "s3events.source.queue.url")
+
+
+def test_capture_with_the_metadata_path_holding_other_files_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    occupied = tmp_path / "metadata"
+    occupied.mkdir()
+    (occupied / "orders.csv").write_text("a,b\n")
+    stack.metadata_path = str(occupied)
+
+    result = run_cli(_args("capture", stack))
+
+    _one_fatal_line(
+        result, str(occupied), "'orders.csv'", "not a Delta table", "s3events.metadata.table.path"
+    )
+
+
+def test_capture_with_the_metadata_prefix_holding_other_objects_exits_3(make_stack, s3):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="lake/metadata/export.csv", Body=b"a,b\n")
+    stack.metadata_path = f"s3://{stack.bucket}/lake/metadata"
+
+    result = run_cli(_args("capture", stack))
+
+    _one_fatal_line(result, stack.metadata_path, "'export.csv'", "not a Delta table")
+
+
+def test_capture_on_a_directory_this_user_may_not_write_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    parent = tmp_path / "read-only"
+    parent.mkdir()
+    stack.metadata_path = str(parent / "metadata")
+    with _unwritable(parent):
+        result = run_cli(_args("capture", stack))
+
+    _one_fatal_line(
+        result, "cannot create the metadata table", "may not write", str(parent),
+        "s3events.metadata.table.path",
+    )
+
+
+@contextlib.contextmanager
+def _unwritable(directory: Path) -> Iterator[None]:
+    """A directory this process's user may not create files in: mode 555, or for root (who may write
+    anywhere) the immutable attribute, which binds root too."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+        return
+    if subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode != 0:
+        pytest.skip("running as root and chattr +i is not available: root may write anywhere")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+# -------------------------------------------------------------------------------------------- ingest
+
+
+def test_ingest_with_a_target_in_a_missing_bucket_exits_3_before_spark_starts(make_stack):
+    stack = make_stack()
+    bucket = _missing_bucket()
+    target = f"s3://{bucket}/events"
+
+    result = run_cli(_ingest_args(stack, target))
+
+    line = _one_fatal_line(result, target, "s3events.ingest.target.events.path", "target table of 'events'")
+    assert f"the bucket {bucket} does not exist" in line
+
+
+def test_ingest_with_the_error_table_in_a_missing_bucket_names_the_error_table_key(make_stack, tmp_path):
+    stack = make_stack()
+    errors = f"s3://{_missing_bucket()}/events_errors"
+
+    result = run_cli(
+        _ingest_args(stack, str(tmp_path / "events"), ingest__target__events__error__table__path=errors)
+    )
+
+    _one_fatal_line(result, errors, "s3events.ingest.target.events.error.table.path")
+
+
+def test_ingest_with_the_metadata_table_in_a_missing_bucket_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    stack.metadata_path = f"s3://{_missing_bucket()}/metadata"
+
+    result = run_cli(_ingest_args(stack, str(tmp_path / "events")))
+
+    _one_fatal_line(result, "cannot read the metadata table", stack.metadata_path)
+
+
+def test_ingest_with_a_target_under_a_regular_file_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    target = str(blocker / "events")
+
+    result = run_cli(_ingest_args(stack, target))
+
+    _one_fatal_line(result, target, "is a file, not a directory", "s3events.ingest.target.events.path")
+
+
+# ---------------------------------------------------------------------------- backfill, status, maintain
+
+
+def test_backfill_with_the_metadata_table_in_a_missing_bucket_exits_3(make_stack):
+    stack = make_stack()
+    stack.metadata_path = f"s3://{_missing_bucket()}/metadata"
+
+    result = run_cli(["backfill", "--source", f"s3://{stack.bucket}", *_conf(stack)])
+
+    _one_fatal_line(result, stack.metadata_path, "does not exist", "s3events.metadata.table.path")
+
+
+def test_status_with_an_unreachable_endpoint_exits_3_at_once_naming_the_table(make_stack):
+    stack = make_stack()
+    stack.endpoint_url = f"http://127.0.0.1:{free_port()}"
+    stack.metadata_path = "s3://lake/metadata"
+
+    result = run_cli(["status", *_conf(stack)])  # a health check does not wait for the endpoint
+
+    _one_fatal_line(result, "cannot reach S3", stack.metadata_path, "s3events.aws.endpoint.url")
+
+
+def test_maintain_with_a_target_in_a_missing_bucket_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    target = f"s3://{_missing_bucket()}/events"
+    conf = _conf(
+        stack, ingest__targets="events", ingest__target__events__path=target,
+        ingest__target__events__format="json",
+    )
+
+    result = run_cli(["maintain", "--table", "target:events", *conf])
+
+    _one_fatal_line(result, target, "does not exist", "s3events.ingest.target.events.path")
+
+
+def test_status_on_a_metadata_table_of_a_newer_schema_version_exits_3(make_stack, tmp_path):
+    stack = make_stack()
+    stack.metadata_path = str(tmp_path / "metadata")
+    delta.open_or_create(stack.metadata_path, SCHEMA, kind="metadata", schema_version=99, storage_options={})
+
+    result = run_cli(["status", *_conf(stack)])
+
+    _one_fatal_line(result, stack.metadata_path, "schema version 99", "upgrade s3events")
+
+
+# ------------------------------------------------------------ tables opened later: the same one line
+
+SCHEMA = pa.schema([("a", pa.int64())])
+
+
+def test_creating_a_table_in_a_missing_bucket_is_fatal_in_one_line(aws_options):
+    path = f"s3://{_missing_bucket()}/t"
+    with pytest.raises(FatalError) as raised:
+        delta.open_or_create(
+            path, SCHEMA, kind="metadata", schema_version=1,
+            storage_options=aws.delta_storage_options(aws_options),
+        )
+    message = str(raised.value)
+    assert message.startswith(f"cannot open the metadata table at {path}: the bucket ")
+    assert "\x1b" not in message and "\n" not in message
+
+
+def test_creating_a_table_under_a_regular_file_is_fatal_in_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    path = str(blocker / "t")
+    with pytest.raises(FatalError) as raised:
+        delta.open_or_create(path, SCHEMA, kind="target", schema_version=1, storage_options={})
+    message = str(raised.value)
+    assert message.startswith(f"cannot create the target table at {path}: a parent of the path is a file")
+    assert "\n" not in message
+
+
+def test_opening_a_table_on_a_refused_endpoint_is_transient_in_one_line(aws_options):
+    options = {**aws.delta_storage_options(aws_options), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}
+    options["max_retries"] = "0"  # object_store's own retries would only make the test slower
+    with pytest.raises(TransientError) as raised:
+        delta.open_table("s3://lake/t", options, kind="target")
+    message = str(raised.value)
+    assert "Connection refused" in message and "s3events.aws.endpoint.url" in message
+    assert "\x1b" not in message and "\n" not in message
