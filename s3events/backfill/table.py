@@ -45,6 +45,7 @@ class BackfillTable:
             storage_options=storage_options,
             commit_attempts=commit_attempts,
             dedupe_window=dedupe_window,
+            window_follows_events=False,
         )
 
     def known_ids(self, buckets: Sequence[str]) -> pa.Table:

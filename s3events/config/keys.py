@@ -232,8 +232,9 @@ METADATA_DEDUPE_WINDOW_DAYS: Key[int] = Key(
     type=IntType(min=15, max=36500),
     default=15,
     doc="Capture's duplicate check looks at rows captured in the last this many days, so its cost stays "
-    "flat as the table grows; SQS never delivers a message older than its retention (at most 14 days), "
-    "so 15 is safe and larger values only cost time.",
+    "flat as the table grows; a batch holding older events (a message redriven from a dead-letter queue "
+    "comes back with a new enqueue time) reads back to its oldest event time instead, so 15 is safe and "
+    "larger values only cost time.",
     group="Metadata table",
 )
 QUARANTINE_RAW_MAX_CHARS: Key[int] = Key(

@@ -22,6 +22,7 @@ METADATA_SCHEMA_VERSION = 1
 QUARANTINE_SCHEMA_VERSION = 1
 
 _REOPEN_SECONDS = 900.0
+_CLOCK_SKEW = timedelta(days=1)  # S3's event clock against ours, generously
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -123,12 +124,13 @@ class _IdentityTable:
         identity: str,
         storage_options: aws.StorageOptions,
         commit_attempts: int,
-        window: tuple[str, timedelta] | None = None,
+        window: tuple[str, timedelta, str | None] | None = None,
         refresh_when: str | None = None,
     ) -> None:
         self.path = path
         self._refresh_when = refresh_when
-        self._window = window  # (timestamp column, age): the MERGE only looks at rows this recent
+        # (target timestamp column, age, source column extending it): the MERGE only reads rows this recent
+        self._window = window
         self._kind = kind
         self._schema = schema
         self._schema_version = schema_version
@@ -153,6 +155,19 @@ class _IdentityTable:
             self._table.update_incremental()
         return self._table
 
+    def _window_start(self, batch: pa.Table) -> datetime:
+        """The oldest row the duplicate check reads: `age` ago, or, when `extend_to` names a source column,
+        earlier still if the batch holds an older value there (less a day for clock skew): a row captured
+        for that event cannot be older than the event itself."""
+        assert self._window is not None
+        _, age, extend_to = self._window
+        since = datetime.now(UTC) - age
+        if extend_to is not None:
+            oldest = pc.min(batch.column(extend_to)).as_py()
+            if oldest is not None:
+                since = min(since, oldest.replace(tzinfo=UTC) - _CLOCK_SKEW)
+        return since
+
     def version(self) -> int | None:
         table = delta.open_table(self.path, aws.resolve(self._storage))
         return None if table is None else table.version()
@@ -171,9 +186,8 @@ class _IdentityTable:
             predicate = f"t.{self._identity} = s.{self._identity}"
             if self._window is not None:
                 # A literal bound on a target column: delta-rs skips older files by their statistics.
-                column, age = self._window
-                since = (datetime.now(UTC) - age).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                predicate = f"t.{column} >= '{since}' AND {predicate}"
+                column, since = self._window[0], self._window_start(batch)
+                predicate = f"t.{column} >= '{since.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}' AND {predicate}"
             merger = table.merge(
                 batch,
                 predicate=predicate,
@@ -221,10 +235,13 @@ class MetadataTable(_IdentityTable):
     created event with the same identity is a re-creation: it refreshes the row (`RECREATED`) instead of
     adding one, and the change feed carries it as an `update_postimage`.
 
-    The duplicate check covers rows captured within `dedupe_window` (None: the whole table). Every
-    duplicate capture can see is younger than that: SQS drops a message once it is older than the
-    queue's retention (at most 14 days, and a DLQ redrive keeps the original enqueue time), a multipart
-    upload's second event follows within seconds, and backfill checks the whole table itself first.
+    The duplicate check covers rows captured within `dedupe_window` (None: the whole table), and for a
+    batch holding older events (`window_follows_events`), every row captured since the oldest event
+    time: SQS drops a message once it is older than the queue's retention (at most 14 days), but a DLQ
+    redrive gives a message a new enqueue time, so a redriven message can come back 28 days after its
+    event, and its events' rows must still be found. A multipart upload's second event follows within
+    seconds, and backfill checks the whole table itself first (it passes False: its listed objects are
+    old by nature and its commit only guards against a capture that committed them meanwhile).
     """
 
     def __init__(
@@ -234,7 +251,9 @@ class MetadataTable(_IdentityTable):
         storage_options: aws.StorageOptions,
         commit_attempts: int = 10,
         dedupe_window: timedelta | None = None,
+        window_follows_events: bool = True,
     ) -> None:
+        extend_to = "event_time" if window_follows_events else None
         super().__init__(
             path,
             kind="metadata",
@@ -243,7 +262,7 @@ class MetadataTable(_IdentityTable):
             identity="event_id",
             storage_options=storage_options,
             commit_attempts=commit_attempts,
-            window=None if dedupe_window is None else ("captured_at", dedupe_window),
+            window=None if dedupe_window is None else ("captured_at", dedupe_window, extend_to),
             refresh_when=RECREATED,
         )
 
