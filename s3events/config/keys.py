@@ -43,6 +43,7 @@ __all__ = [
     "INGEST_MIN_SYNC_INTERVAL_SECONDS",
     "INGEST_MISSING_CHECKPOINT_STRATEGY",
     "INGEST_TARGETS",
+    "LOG_FORMAT",
     "LOG_LEVEL",
     "MAINTENANCE_CHECKPOINT_INTERVAL",
     "MAINTENANCE_COMPACT_SMALL_FILES",
@@ -54,6 +55,8 @@ __all__ = [
     "MESSAGE_MAX_BYTES",
     "METADATA_DEDUPE_WINDOW_DAYS",
     "METADATA_TABLE_PATH",
+    "METRICS_HOST",
+    "METRICS_PORT",
     "POISON_ACTION",
     "QUARANTINE_RAW_MAX_CHARS",
     "QUARANTINE_TABLE_PATH",
@@ -65,6 +68,7 @@ __all__ = [
     "QUEUE_VISIBILITY_TIMEOUT",
     "REGISTRY",
     "SPARK_MASTER",
+    "STATUS_MAX_CAPTURE_STALL_SECONDS",
     "STATUS_MAX_LAG_SECONDS",
     "TARGET_BUCKET",
     "TARGET_ERROR_TABLE_PATH",
@@ -86,6 +90,7 @@ __all__ = [
     "TARGET_RECORD_KEY",
     "TARGET_SCHEMA",
     "CheckpointStrategy",
+    "LogFormat",
     "LogLevel",
     "OnMissingObject",
     "OnObjectRemoved",
@@ -96,6 +101,7 @@ __all__ = [
 
 PoisonAction = Literal["delete", "redrive"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+LogFormat = Literal["text", "json"]
 CheckpointStrategy = Literal["earliest", "latest"]
 TargetFormat = Literal["json", "csv", "parquet", "text"]
 TargetMode = Literal["append", "merge"]
@@ -272,6 +278,33 @@ LOG_LEVEL: Key[LogLevel] = Key(
     default="INFO",
     doc="Level of the s3events log messages (written to stderr).",
     group="Logging",
+)
+LOG_FORMAT: Key[LogFormat] = Key(
+    name="s3events.log.format",
+    type=ChoiceType(get_args(LogFormat)),
+    default="text",
+    doc="Format of the log lines on stderr: text, or json (one JSON object per line: time, level, "
+    "logger, message and the cycle's fields) for log collectors.",
+    group="Logging",
+)
+
+# ----------------------------------------------------------------------------------------------- metrics
+
+METRICS_PORT: Key[int] = Key(
+    name="s3events.metrics.port",
+    type=IntType(min=0, max=65535),
+    default=0,
+    doc="Port of the Prometheus /metrics endpoint that capture, ingest and backfill serve while they run "
+    "(0 = no endpoint).",
+    group="Metrics",
+)
+METRICS_HOST: Key[str] = Key(
+    name="s3events.metrics.host",
+    type=StrType(pattern=r"[A-Za-z0-9.:_-]+", pattern_doc="a host name or IP address"),
+    default="127.0.0.1",
+    doc="Address the metrics endpoint listens on (capture, ingest, backfill); 0.0.0.0 for a scraper on "
+    "another host or pod.",
+    group="Metrics",
 )
 
 # ------------------------------------------------------------------------------------------------ ingest
@@ -540,6 +573,16 @@ STATUS_MAX_LAG_SECONDS: Key[float] = Key(
     default=3600.0,
     doc="`s3events status` reports a target as lagging (and exits 1) when the oldest metadata change "
     "routed to it and not yet ingested is more than this many seconds old.",
+    group="Status",
+)
+
+STATUS_MAX_CAPTURE_STALL_SECONDS: Key[float] = Key(
+    name="s3events.status.max.capture.stall.seconds",
+    type=FloatType(min=0),
+    default=900.0,
+    doc="`s3events status` reports capture as stalled (and exits 1) when the queue holds visible messages "
+    "and neither the metadata nor the quarantine table has had a commit for this many seconds: a running "
+    "capture commits within seconds of a message arriving (SQS has no oldest-message-age attribute).",
     group="Status",
 )
 

@@ -118,6 +118,9 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
     if quarantine is not None and quarantine.error:
         problems.append(f"quarantine table {quarantine.path}: cannot read it: {quarantine.error}")
 
+    max_stall = settings.get(keys.STATUS_MAX_CAPTURE_STALL_SECONDS)
+    problems.extend(_capture_problems(queue, metadata, quarantine, now, max_stall))
+
     specs = target_specs(settings)
     checkpoints: dict[str, tuple[Checkpoint | None, str | None]] = {
         spec.name: _attempt(partial(stored_position, spec, storage)) for spec in specs
@@ -163,6 +166,29 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
         targets=tuple(targets),
         problems=tuple(problems),
     )
+
+
+def _capture_problems(
+    queue: QueueStatus | None,
+    metadata: TableStatus,
+    quarantine: TableStatus | None,
+    now: datetime,
+    max_stall: float,
+) -> list[str]:
+    """A queue with visible messages beside tables nobody has committed to for a while: capture is down
+    (or cannot commit). A working capture commits within seconds of a message arriving."""
+    if queue is None or not queue.visible:
+        return []
+    commits = [t.last_commit_at for t in (metadata, quarantine) if t is not None and t.last_commit_at]
+    if not commits:
+        return []  # no table yet (a fresh setup), or unreadable (reported already): nothing to tell by
+    idle = (now - max(commits)).total_seconds()
+    if idle <= max_stall:
+        return []
+    return [
+        f"capture: {queue.visible} message(s) wait in the queue and the last commit was {idle:.0f} s ago "
+        f"(max {max_stall:g} s, s3events.status.max.capture.stall.seconds): is capture running?"
+    ]
 
 
 def _target(

@@ -150,3 +150,28 @@ def test_a_quiet_target_whose_routes_saw_nothing_new_is_not_lagging(make_stack, 
     assert b["checkpoint"]["version"] < a["checkpoint"]["version"]  # b's stored checkpoint is older
     assert (b["lag_seconds"], b["lagging"], b["oldest_pending_version"]) == (0.0, False, None)
     assert code == 0 and doc["healthy"] is True
+
+
+def test_messages_waiting_beside_a_metadata_table_idle_for_too_long_report_capture_as_stalled(
+    make_stack, s3, tmp_path
+):
+    from datetime import UTC, datetime, timedelta
+
+    from s3events.status.gather import gather_status
+
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="a/1.json", Body=b'{"x": 1}\n')
+    conf = _two_targets(stack, tmp_path, status__max__capture__stall__seconds=900)
+    run_capture(load_settings(None, conf), once=True)  # capture ran once, then died
+    for n in range(2):
+        s3.put_object(Bucket=stack.bucket, Key=f"a/later-{n}.json", Body=b'{"x": 9}\n')
+    settings = load_settings(None, conf)
+
+    soon = gather_status(settings, now=datetime.now(UTC))
+    later = gather_status(settings, now=datetime.now(UTC) + timedelta(hours=1))
+
+    assert not [p for p in soon.problems if p.startswith("capture:")]
+    stalled = [p for p in later.problems if p.startswith("capture:")]
+    assert len(stalled) == 1 and later.exit_code == 1
+    assert stalled[0].startswith("capture: 2 message(s) wait in the queue and the last commit was")
+    assert "s3events.status.max.capture.stall.seconds" in stalled[0]
