@@ -8,5 +8,7 @@ COPY pyproject.toml README.md ./
 COPY s3events ./s3events
 COPY bin ./bin
 RUN pip install --no-cache-dir '.[local]'
-ENV PYSPARK_PYTHON=python3 SPARK_LOCAL_IP=127.0.0.1
+# No SPARK_LOCAL_IP here: a driver on a cluster must bind an address its executors reach. Set it only for
+# local runs that need it (e.g. SPARK_LOCAL_IP=127.0.0.1 on a host whose name does not resolve).
+ENV PYSPARK_PYTHON=python3
 ENTRYPOINT ["s3events"]
