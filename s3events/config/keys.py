@@ -67,6 +67,15 @@ __all__ = [
     "QUEUE_URL",
     "QUEUE_VISIBILITY_TIMEOUT",
     "REGISTRY",
+    "SETUP_BUCKETS",
+    "SETUP_BUCKET_ACCOUNT",
+    "SETUP_DEAD_LETTER_MAX_RECEIVE_COUNT",
+    "SETUP_DEAD_LETTER_QUEUE_NAME",
+    "SETUP_EVENTS",
+    "SETUP_PREFIXES",
+    "SETUP_PROBE_PREFIX",
+    "SETUP_SUFFIXES",
+    "SETUP_VERIFY_TIMEOUT_SECONDS",
     "SPARK_MASTER",
     "STATUS_MAX_CAPTURE_STALL_SECONDS",
     "STATUS_MAX_LAG_SECONDS",
@@ -108,12 +117,13 @@ TargetMode = Literal["append", "merge"]
 OnMissingObject = Literal["skip", "fail"]
 OnObjectRemoved = Literal["ignore", "delete"]
 
-COMMANDS: tuple[str, ...] = ("capture", "ingest", "backfill", "status", "maintain")
+COMMANDS: tuple[str, ...] = ("capture", "ingest", "backfill", "status", "maintain", "setup", "teardown")
 """The commands `Settings.validate_for` knows (`Key.required_for` names these)."""
 
 _CAPTURE = frozenset({"capture"})
 _INGEST = frozenset({"ingest"})
-_ALL = frozenset(COMMANDS)
+_SETUP = frozenset({"setup", "teardown"})
+_ALL = frozenset(COMMANDS) - _SETUP  # the pipeline's commands; setup and teardown touch no table
 
 _TARGET = "s3events.ingest.target.<name>."
 _BUCKET = StrType(pattern=r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", pattern_doc="an S3 bucket name")
@@ -152,7 +162,7 @@ QUEUE_URL: Key[str | None] = Key(
     name="s3events.source.queue.url",
     type=UrlType(),
     doc="URL of the SQS queue that receives the S3 event notifications (direct, SNS-wrapped or EventBridge).",
-    required_for=_CAPTURE,
+    required_for=_CAPTURE | _SETUP,
     group="Source queue",
 )
 QUEUE_LONG_POLL_WAIT: Key[int] = Key(
@@ -584,6 +594,125 @@ STATUS_MAX_CAPTURE_STALL_SECONDS: Key[float] = Key(
     "and neither the metadata nor the quarantine table has had a commit for this many seconds: a running "
     "capture commits within seconds of a message arriving (SQS has no oldest-message-age attribute).",
     group="Status",
+)
+
+# ------------------------------------------------------------------------------------------------- setup
+
+_QUEUE_NAME = StrType(pattern=r"[A-Za-z0-9_-]{1,80}", pattern_doc="a queue name (1-80 of A-Z a-z 0-9 _ -)")
+# The event types S3 can send to a queue (capture records created and removed events, ignores the rest).
+_S3_EVENT_TYPES = (
+    "s3:ObjectCreated:*",
+    "s3:ObjectCreated:Put",
+    "s3:ObjectCreated:Post",
+    "s3:ObjectCreated:Copy",
+    "s3:ObjectCreated:CompleteMultipartUpload",
+    "s3:ObjectRemoved:*",
+    "s3:ObjectRemoved:Delete",
+    "s3:ObjectRemoved:DeleteMarkerCreated",
+    "s3:ObjectRestore:*",
+    "s3:ObjectRestore:Post",
+    "s3:ObjectRestore:Completed",
+    "s3:ObjectRestore:Delete",
+    "s3:LifecycleExpiration:*",
+    "s3:LifecycleExpiration:Delete",
+    "s3:LifecycleExpiration:DeleteMarkerCreated",
+    "s3:ObjectTagging:*",
+    "s3:ObjectTagging:Put",
+    "s3:ObjectTagging:Delete",
+)
+
+
+def _queue_url_part(settings: SettingsView, index: int) -> str | None:
+    """The account (-2) or the name (-1) in the queue URL https://host/<account>/<name>."""
+    parts = (settings.get(QUEUE_URL) or "").rstrip("/").split("/")
+    return parts[index] if len(parts) >= 5 else None
+
+
+def _dead_letter_default(settings: SettingsView, _target: str | None) -> str | None:
+    name = _queue_url_part(settings, -1)
+    return f"{name}-dlq" if name else None
+
+
+def _bucket_account_default(settings: SettingsView, _target: str | None) -> str | None:
+    return _queue_url_part(settings, -2)
+
+
+def _probe_prefix_default(settings: SettingsView, _target: str | None) -> str | None:
+    prefixes = settings.get(SETUP_PREFIXES)
+    return f"{prefixes[0] if prefixes else ''}_s3events_probe/"
+
+
+SETUP_BUCKETS: Key[tuple[str, ...]] = Key(
+    name="s3events.setup.buckets",
+    type=ListType(item=StrType(pattern=_BUCKET.pattern, pattern_doc="S3 bucket names"), unique=True),
+    default=(),
+    doc="Buckets whose object events `s3events setup` sends to the queue of s3events.source.queue.url "
+    "(it creates no bucket).",
+    required_for=_SETUP,
+    group="Setup",
+)
+SETUP_PREFIXES: Key[tuple[str, ...]] = Key(
+    name="s3events.setup.prefixes",
+    type=ListType(unique=True),
+    default=(),
+    doc="Key prefixes the bucket notifications cover, one notification configuration per prefix and "
+    "suffix (empty = every key); they may not overlap each other.",
+    group="Setup",
+)
+SETUP_SUFFIXES: Key[tuple[str, ...]] = Key(
+    name="s3events.setup.suffixes",
+    type=ListType(unique=True),
+    default=(),
+    doc="Key suffixes the bucket notifications cover, e.g. .json,.csv (empty = any ending).",
+    group="Setup",
+)
+SETUP_EVENTS: Key[tuple[str, ...]] = Key(
+    name="s3events.setup.events",
+    type=ListType(item=ChoiceType(_S3_EVENT_TYPES), unique=True),
+    default=("s3:ObjectCreated:*", "s3:ObjectRemoved:*"),
+    doc="S3 event types the notifications send (capture records created and removed objects).",
+    group="Setup",
+)
+SETUP_DEAD_LETTER_QUEUE_NAME: Key[str | None] = Key(
+    name="s3events.setup.dead.letter.queue.name",
+    type=_QUEUE_NAME,
+    default_from=_dead_letter_default,
+    default_text="<queue name>-dlq",
+    doc="Dead-letter queue setup creates and names in the queue's redrive policy, in the queue's account "
+    "and region.",
+    group="Setup",
+)
+SETUP_DEAD_LETTER_MAX_RECEIVE_COUNT: Key[int] = Key(
+    name="s3events.setup.dead.letter.max.receive.count",
+    type=IntType(min=1, max=1000),
+    default=5,
+    doc="Receives after which SQS moves a message to the dead-letter queue (redrive maxReceiveCount); "
+    "poison messages take this path with s3events.source.poison.action=redrive.",
+    group="Setup",
+)
+SETUP_BUCKET_ACCOUNT: Key[str | None] = Key(
+    name="s3events.setup.bucket.account",
+    type=StrType(pattern=r"[0-9]{12}", pattern_doc="a 12-digit AWS account id"),
+    default_from=_bucket_account_default,
+    default_text="the account in s3events.source.queue.url",
+    doc="Account that owns the buckets: the queue policy lets S3 send only for this aws:SourceAccount.",
+    group="Setup",
+)
+SETUP_PROBE_PREFIX: Key[str | None] = Key(
+    name="s3events.setup.probe.prefix",
+    type=StrType(),
+    default_from=_probe_prefix_default,
+    default_text="<first of s3events.setup.prefixes>_s3events_probe/",
+    doc="`s3events setup --verify` writes (and deletes) a small probe object under this prefix; it must "
+    "lie inside one of s3events.setup.prefixes, and targets should ignore it.",
+    group="Setup",
+)
+SETUP_VERIFY_TIMEOUT_SECONDS: Key[float] = Key(
+    name="s3events.setup.verify.timeout.seconds",
+    type=FloatType(min=1, max=900),
+    default=60.0,
+    doc="How long `s3events setup --verify` waits for the probe's event to arrive on the queue.",
+    group="Setup",
 )
 
 REGISTRY = Registry(value for value in list(globals().values()) if isinstance(value, Key))

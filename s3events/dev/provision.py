@@ -1,7 +1,8 @@
 """Create a bucket, a queue and the S3→SQS (optionally S3→SNS→SQS) notification between them.
 
 Used by the local demo, the tests, the benchmarks and docker-compose's one-shot setup service
-(`python -m s3events.dev.provision`). Production buckets and queues are the user's own.
+(`python -m s3events.dev.provision`). Production paths are made by `s3events setup` (s3events/setup/), whose
+notification rules (event types, key filter) this module uses too.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from s3events.infra import aws
-
-ALL_OBJECT_EVENTS = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
+from s3events.setup.notifications import ALL_OBJECT_EVENTS, key_filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +52,10 @@ def notifying_bucket(
     s3 = aws.client(options, "s3")
     _ensure_bucket(s3, bucket)
     queue_url, queue_arn = create_queue(options, queue, attributes=queue_attributes)
-    rule: dict[str, Any] = {"Events": ALL_OBJECT_EVENTS}
-    if prefix:
-        rule["Filter"] = {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}
+    rule: dict[str, Any] = {"Events": list(ALL_OBJECT_EVENTS)}
+    filter_ = key_filter(prefix or "")
+    if filter_:
+        rule["Filter"] = filter_
     if via_sns:
         sns = aws.client(options, "sns")
         topic_arn = sns.create_topic(Name=f"{queue}-topic")["TopicArn"]

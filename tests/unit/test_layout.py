@@ -25,12 +25,17 @@ PURE = [
     "s3events.capture.heartbeat",
     "s3events.backfill.model",
     "s3events.backfill.diff",
+    "s3events.setup.model",
+    "s3events.setup.policy",
+    "s3events.setup.notifications",
+    "s3events.setup.plan",
+    "s3events.setup.links",
     "s3events.config",
     "s3events.runloop",
     "s3events.errors",
     "s3events.infra.delta_errors",
 ]
-IO_LIBRARIES = {"boto3", "botocore", "deltalake", "pyspark"}
+IO_LIBRARIES = {"boto3", "botocore", "deltalake", "pyspark", "prometheus_client"}
 
 
 @pytest.mark.parametrize("module", PURE)

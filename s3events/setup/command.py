@@ -1,0 +1,125 @@
+"""`s3events setup [--dry-run | --verify]` and `s3events teardown --yes`: read the state, plan, print,
+apply. Returns the exit code (0 done or intact, 1 a broken link found by --verify, 2 teardown without
+--yes); errors raise through the CLI's mapping (ConfigError 2, FatalError 3)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from s3events.config import Settings, keys
+from s3events.errors import ConfigError
+from s3events.infra import aws
+from s3events.setup import probe
+from s3events.setup.aws_state import Clients, apply, read_state
+from s3events.setup.links import Link, check_links
+from s3events.setup.model import Plan, SetupSpec, queue_name_and_account
+from s3events.setup.plan import plan_setup, plan_teardown
+
+
+def spec_from(settings: Settings) -> SetupSpec:
+    queue_url = settings.require(keys.QUEUE_URL)
+    try:
+        name, _ = queue_name_and_account(queue_url)
+    except ValueError as exc:
+        raise ConfigError(keys.QUEUE_URL.name, str(exc)) from None
+    if name.endswith(".fifo"):
+        raise ConfigError(
+            keys.QUEUE_URL.name, f"{name} is a FIFO queue; S3 notifications go to standard queues only"
+        )
+    prefixes = settings.get(keys.SETUP_PREFIXES)
+    probe_prefix = settings.require(keys.SETUP_PROBE_PREFIX)
+    if prefixes and not any(probe_prefix.startswith(p) for p in prefixes):
+        raise ConfigError(
+            keys.SETUP_PROBE_PREFIX.name,
+            f"{probe_prefix!r} lies outside every prefix of {keys.SETUP_PREFIXES.name} "
+            f"({', '.join(prefixes)}): no notification would report the probe",
+        )
+    return SetupSpec(
+        queue_url=queue_url,
+        dead_letter_queue_name=settings.require(keys.SETUP_DEAD_LETTER_QUEUE_NAME),
+        max_receive_count=settings.get(keys.SETUP_DEAD_LETTER_MAX_RECEIVE_COUNT),
+        buckets=settings.get(keys.SETUP_BUCKETS),
+        prefixes=prefixes,
+        suffixes=settings.get(keys.SETUP_SUFFIXES),
+        events=settings.get(keys.SETUP_EVENTS),
+        bucket_account=settings.get(keys.SETUP_BUCKET_ACCOUNT),
+        probe_prefix=probe_prefix,
+        verify_timeout_seconds=settings.get(keys.SETUP_VERIFY_TIMEOUT_SECONDS),
+    )
+
+
+def _print_plan(out: TextIO, title: str, plan: Plan) -> None:
+    print(title, file=out)
+    for line in plan.lines():
+        print(f"  {line}", file=out)
+
+
+def run_setup(settings: Settings, *, dry_run: bool, out: TextIO) -> int:
+    spec = spec_from(settings)
+    clients = Clients(aws.options_from(settings))
+    plan = plan_setup(spec, read_state(clients, spec))
+    if dry_run:
+        _print_plan(
+            out, f"s3events setup --dry-run: queue {spec.queue_name}, buckets {', '.join(spec.buckets)}", plan
+        )
+        print(f"{len(plan.actions)} change(s) planned; nothing was written", file=out)
+        return 0
+    _print_plan(out, f"s3events setup: queue {spec.queue_name}, buckets {', '.join(spec.buckets)}", plan)
+    if not plan.actions:
+        print("nothing to change: the notification path is as configured", file=out)
+        return 0
+    apply(clients, spec, plan.actions)
+    print(f"{len(plan.actions)} change(s) made", file=out)
+    return 0
+
+
+def run_verify(settings: Settings, *, out: TextIO, clock: Callable[[], float] = time.monotonic) -> int:
+    """Check every link from the state, then send a probe through each bucket whose links are intact."""
+    spec = spec_from(settings)
+    clients = Clients(aws.options_from(settings))
+    state = read_state(clients, spec)
+    links = check_links(spec, state)
+    if state.queue is not None:
+        held: dict[str, str] = {}
+        try:
+            for bucket in spec.buckets:
+                broken = [
+                    link.name for link in links if not link.ok and link.name.endswith(f"bucket {bucket}")
+                ]
+                if broken:
+                    links.append(Link(f"probe through bucket {bucket}", skipped=f"{broken[0]} is broken"))
+                    continue
+                links.append(
+                    probe.probe_bucket(clients.sqs, clients.s3, spec, bucket, held=held, clock=clock)
+                )
+        finally:
+            probe.release(clients.sqs, spec.queue_url, held)
+    print(f"s3events setup --verify: queue {spec.queue_name}, buckets {', '.join(spec.buckets)}", file=out)
+    for link in links:
+        print(f"  {link.line()}", file=out)
+    broken_count = sum(1 for link in links if not link.ok)
+    print(
+        "the notification path is intact" if not broken_count else f"{broken_count} link(s) broken", file=out
+    )
+    return 0 if not broken_count else 1
+
+
+def run_teardown(settings: Settings, *, yes: bool, dry_run: bool, out: TextIO, err: TextIO) -> int:
+    spec = spec_from(settings)
+    clients = Clients(aws.options_from(settings))
+    plan = plan_teardown(spec, read_state(clients, spec))
+    _print_plan(out, f"s3events teardown: queue {spec.queue_name}, buckets {', '.join(spec.buckets)}", plan)
+    if not plan.actions:
+        print("nothing to remove: nothing s3events setup created is left", file=out)
+        return 0
+    if dry_run:
+        print(f"{len(plan.actions)} removal(s) planned; nothing was changed", file=out)
+        return 0
+    if not yes:
+        print("s3events: teardown refused: pass --yes to remove what is listed above", file=err)
+        return 2
+    apply(clients, spec, plan.actions)
+    print(f"{len(plan.actions)} removal(s) made", file=out)
+    return 0
