@@ -125,9 +125,25 @@ def _put_notifications(clients: Clients, action: PutNotifications) -> None:
             f"the notification configuration of bucket {action.bucket} changed while setup was planning; "
             "run the command again"
         )
-    aws.call(
-        f"write the notification configuration of bucket {action.bucket}",
-        clients.s3.put_bucket_notification_configuration,
-        Bucket=action.bucket,
-        NotificationConfiguration=dict(action.configuration),
-    )
+    _write_notifications(clients, action)
+
+
+@aws.retrying(attempts=6)
+def _write_notifications(clients: Clients, action: PutNotifications) -> None:
+    what = f"write the notification configuration of bucket {action.bucket}"
+    try:
+        clients.s3.put_bucket_notification_configuration(
+            Bucket=action.bucket, NotificationConfiguration=dict(action.configuration)
+        )
+    except botocore.exceptions.ClientError as exc:
+        # S3 checks it may send to each destination; a queue policy written a moment ago may not have
+        # reached it yet (IAM is eventually consistent), so this one refusal is retried with backoff.
+        message = str(exc.response.get("Error", {}).get("Message", ""))
+        if _code(exc) == "InvalidArgument" and "validate" in message.lower():
+            raise TransientError(
+                f"{what}: S3 could not validate the queue as a destination ({message}); check the queue "
+                "policy with s3events setup --verify"
+            ) from exc
+        raise aws.classify(exc, action=what) from exc
+    except botocore.exceptions.BotoCoreError as exc:
+        raise aws.classify(exc, action=what) from exc

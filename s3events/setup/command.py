@@ -86,7 +86,10 @@ def run_verify(settings: Settings, *, out: TextIO, clock: Callable[[], float] = 
         try:
             for bucket in spec.buckets:
                 broken = [
-                    link.name for link in links if not link.ok and link.name.endswith(f"bucket {bucket}")
+                    link.name
+                    for link in links
+                    if not link.ok
+                    and (link.name.endswith(f"bucket {bucket}") or link.name == f"queue {spec.queue_name}")
                 ]
                 if broken:
                     links.append(Link(f"probe through bucket {bucket}", skipped=f"{broken[0]} is broken"))

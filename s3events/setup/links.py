@@ -7,6 +7,7 @@ The end-to-end probe (`probe`) adds one link per bucket.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from s3events.setup import notifications, policy
@@ -39,7 +40,7 @@ def check_links(spec: SetupSpec, state: CurrentState) -> list[Link]:
     if state.queue is None:
         links.append(Link(queue_link, f"does not exist at {spec.queue_url}: run s3events setup"))
     else:
-        links.append(Link(queue_link))
+        links.append(Link(queue_link, _encryption_problem(state.queue.attributes)))
         links.append(_redrive_link(spec, state, dlq_arn))
         document = policy.parse(state.queue.attributes.get("Policy"))
         for bucket in spec.buckets:
@@ -53,6 +54,16 @@ def check_links(spec: SetupSpec, state: CurrentState) -> list[Link]:
     for bucket in spec.buckets:
         links.append(_notification_link(spec, state, bucket, q_arn))
     return links
+
+
+def _encryption_problem(attributes: Mapping[str, str]) -> str | None:
+    if attributes.get("KmsMasterKeyId") == "alias/aws/sqs":
+        return (
+            "encrypted with the AWS managed key alias/aws/sqs, which S3 cannot use, so every notification is "
+            "dropped: use SSE-SQS or a customer managed key whose policy lets s3.amazonaws.com "
+            "kms:GenerateDataKey and kms:Decrypt"
+        )
+    return None
 
 
 def _redrive_link(spec: SetupSpec, state: CurrentState, dlq_arn: str) -> Link:

@@ -325,6 +325,19 @@ def test_links_name_a_removed_notification_and_a_policy_without_the_bucket() -> 
     assert set(problems) == {"queue policy for bucket landing-b", "notification on bucket landing-a"}
 
 
+def test_links_name_a_queue_encrypted_with_a_key_s3_cannot_use() -> None:
+    s = spec()
+    state = applied(fresh(s), plan_setup(s, fresh(s)))
+    assert state.queue is not None
+    attributes = {**state.queue.attributes, "KmsMasterKeyId": "alias/aws/sqs"}
+    (broken,) = [
+        link
+        for link in check_links(s, replace(state, queue=replace(state.queue, attributes=attributes)))
+        if not link.ok
+    ]
+    assert broken.name == "queue events" and "alias/aws/sqs" in (broken.problem or "")
+
+
 def test_links_name_a_missing_queue_and_a_missing_redrive() -> None:
     s = spec()
     state = applied(fresh(s), plan_setup(s, fresh(s)))
