@@ -66,6 +66,7 @@ class LocalEndpoint:
 
     port: int = 0
     log_path: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)  # e.g. INITIAL_NO_AUTH_ACTION_COUNT: IAM enforced
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -80,7 +81,7 @@ class LocalEndpoint:
             [*_moto_server_command(), "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **LOCAL_ENV},
+            env={**os.environ, **LOCAL_ENV, **self.env},
             preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout

@@ -5,16 +5,19 @@ ingest before Spark starts. Where a table is opened later, delta-rs errors read 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pyarrow as pa
 import pytest
 
-from s3events.dev.local_endpoint import free_port
+from s3events.dev.local_endpoint import LocalEndpoint, free_port
 from s3events.errors import FatalError, TransientError
 from s3events.infra import aws, delta
 from tests.conftest import Stack, run_cli
@@ -315,3 +318,79 @@ def test_opening_a_table_on_a_refused_endpoint_is_transient_in_one_line(aws_opti
     message = str(raised.value)
     assert "Connection refused" in message and "s3events.aws.endpoint.url" in message
     assert "\x1b" not in message and "\n" not in message
+
+
+# ------------------------------------------------------- access denied: moto enforcing IAM policies
+
+_IAM_SETUP_ACTIONS = 3  # create_user, put_user_policy, create_access_key; every later request is checked
+
+
+@pytest.fixture(scope="module")
+def iam_endpoint() -> Iterator[tuple[LocalEndpoint, dict[str, str]]]:
+    """A moto server of its own that enforces IAM once an admin user exists; yields the admin's keys."""
+    with LocalEndpoint(env={"INITIAL_NO_AUTH_ACTION_COUNT": str(_IAM_SETUP_ACTIONS)}).start() as endpoint:
+        iam = boto3.client("iam", endpoint_url=endpoint.url, region_name="us-east-1")
+        iam.create_user(UserName="admin")
+        iam.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument=_allow(["*"]))
+        yield endpoint, _keys(iam.create_access_key(UserName="admin"))
+
+
+def _allow(actions: list[str]) -> str:
+    statement = {"Effect": "Allow", "Action": actions, "Resource": "*"}
+    return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+
+
+def _keys(created: dict[str, Any]) -> dict[str, str]:
+    key = created["AccessKey"]
+    return {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+
+
+def _client(service: str, endpoint: LocalEndpoint, keys: dict[str, str]) -> Any:
+    return boto3.client(
+        service, endpoint_url=endpoint.url, region_name="us-east-1",
+        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"], aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def _user_with(endpoint: LocalEndpoint, admin: dict[str, str], actions: list[str]) -> dict[str, str]:
+    """The environment of a process whose credentials allow `actions` on S3 (and SQS) only."""
+    iam = _client("iam", endpoint, admin)
+    name = f"capture-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="s3", PolicyDocument=_allow(actions))
+    iam.put_user_policy(UserName=name, PolicyName="sqs", PolicyDocument=_allow(["sqs:*"]))
+    return {**os.environ, **_keys(iam.create_access_key(UserName=name))}
+
+
+def _iam_stack(endpoint: LocalEndpoint, admin: dict[str, str]) -> list[str]:
+    """`capture --once` arguments for a fresh bucket and queue on the IAM-enforcing endpoint."""
+    bucket = f"lake-{uuid.uuid4().hex[:8]}"
+    _client("s3", endpoint, admin).create_bucket(Bucket=bucket)
+    queue = _client("sqs", endpoint, admin).create_queue(QueueName=bucket)["QueueUrl"]
+    conf = {
+        "s3events.aws.endpoint.url": endpoint.url,
+        "s3events.aws.region": "us-east-1",
+        "s3events.source.queue.url": queue,
+        "s3events.source.queue.long.poll.wait": "0",
+        "s3events.metadata.table.path": f"s3://{bucket}/metadata",
+    }
+    return ["capture", "--once", *(arg for k, v in conf.items() for arg in ("--conf", f"{k}={v}"))]
+
+
+def test_capture_with_credentials_that_may_not_write_the_table_prefix_exits_3(iam_endpoint):
+    endpoint, admin = iam_endpoint
+    env = _user_with(endpoint, admin, ["s3:ListBucket", "s3:GetObject"])
+
+    result = run_cli(_iam_stack(endpoint, admin), env=env)
+
+    line = _one_fatal_line(result, "cannot write the metadata table", "access denied", "s3:PutObject")
+    assert "s3events.metadata.table.path" in line
+
+
+def test_capture_with_credentials_that_may_not_list_the_table_prefix_exits_3(iam_endpoint):
+    endpoint, admin = iam_endpoint
+    env = _user_with(endpoint, admin, ["s3:GetObject", "s3:PutObject"])
+
+    result = run_cli(_iam_stack(endpoint, admin), env=env)
+
+    _one_fatal_line(result, "cannot list the metadata table", "access denied", "s3:ListBucket")
