@@ -272,6 +272,23 @@ def test_maintain_with_a_target_in_a_missing_bucket_exits_3(make_stack, tmp_path
     _one_fatal_line(result, target, "does not exist", "s3events.ingest.target.events.path")
 
 
+@pytest.mark.parametrize("command", ["ingest", "backfill", "maintain"])
+def test_every_command_with_an_unreachable_endpoint_exits_3_in_one_line(command, make_stack, tmp_path):
+    stack = make_stack()
+    bucket = stack.bucket
+    stack.endpoint_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    stack.metadata_path = f"s3://{bucket}/metadata"
+    conf = _conf(
+        stack, aws__startup__timeout__seconds=0, ingest__targets="events",
+        ingest__target__events__path=str(tmp_path / "events"), ingest__target__events__format="json",
+    )
+    extra = {"ingest": ["--once"], "backfill": ["--source", f"s3://{bucket}"], "maintain": []}[command]
+
+    result = run_cli([command, *extra, *conf])
+
+    _one_fatal_line(result, "cannot reach S3", stack.metadata_path, "s3events.aws.endpoint.url")
+
+
 def test_status_on_a_metadata_table_of_a_newer_schema_version_exits_3(make_stack, tmp_path):
     stack = make_stack()
     stack.metadata_path = str(tmp_path / "metadata")
