@@ -108,6 +108,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     maintain.add_argument("--dry-run", action="store_true", help="print what a pass would do; change nothing")
 
+    setup = sub.add_parser(
+        "setup", help="create or repair the notification path: queues, queue policy, bucket notifications"
+    )
+    _add_config_args(setup)
+    setup_mode = setup.add_mutually_exclusive_group()
+    setup_mode.add_argument("--dry-run", action="store_true", help="print the plan; call no write API")
+    setup_mode.add_argument(
+        "--verify", action="store_true", help="check each link, send a probe object through; exit 1 if broken"
+    )
+
+    teardown = sub.add_parser("teardown", help="remove what `s3events setup` created (asks for --yes)")
+    _add_config_args(teardown)
+    teardown.add_argument("--yes", action="store_true", help="confirm the removal")
+    teardown.add_argument("--dry-run", action="store_true", help="print what would be removed; change none")
+
     demo = sub.add_parser("demo", help="run the pipeline end to end on an embedded local S3/SQS endpoint")
     demo.add_argument("--data-dir", default="demo-data", help="where the demo's Delta tables go")
     demo.add_argument("--files", type=int, default=20, help="how many sample files to PUT")
@@ -242,6 +257,18 @@ def run(argv: Sequence[str] | None = None) -> int:
             print("\n".join(r.line() for r in reports))
             if any(r.error for r in reports):
                 return EXIT_FAILURE
+        elif args.command == "setup":
+            from s3events.setup.command import run_setup, run_verify
+
+            settings = _load(args, "setup")
+            if args.verify:
+                return run_verify(settings, out=sys.stdout)
+            return run_setup(settings, dry_run=args.dry_run, out=sys.stdout)
+        elif args.command == "teardown":
+            from s3events.setup.command import run_teardown
+
+            settings = _load(args, "teardown")
+            return run_teardown(settings, yes=args.yes, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr)
         elif args.command == "demo":
             from s3events.dev.demo import run_demo
 
