@@ -15,7 +15,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -241,41 +242,39 @@ def check_prefix(s3: Any, bucket: str, prefix: str, location: Location) -> None:
 
 def _list_names(s3: Any, bucket: str, directory: str, location: Location) -> list[str]:
     """The first entries directly under `directory` (file names and folder names)."""
-    try:
+    with _s3_errors(location, bucket, "list", f"s3:ListBucket on {location.path}"):
         response = s3.list_objects_v2(
             Bucket=bucket, Prefix=directory, Delimiter="/", MaxKeys=_ENTRIES_LOOKED_AT
         )
-    except botocore.exceptions.ClientError as exc:
-        if _code(exc) in _DENIED:
-            raise FatalError(
-                f"{location.cannot('list')}: access denied: the credentials need s3:ListBucket on "
-                f"{location.path} (check the role's policy, or {location.key})"
-            ) from exc
-        raise aws.classify(exc, action=f"{location.cannot('list')}") from exc
-    except (botocore.exceptions.BotoCoreError, OSError) as exc:
-        raise _unreachable(location, bucket, exc) from exc
     files = [item["Key"][len(directory) :] for item in response.get("Contents", [])]
     folders = [item["Prefix"][len(directory) :].rstrip("/") for item in response.get("CommonPrefixes", [])]
     return [name for name in files + folders if name]
 
 
 def _probe_write(s3: Any, bucket: str, key: str, location: Location) -> None:
-    try:
+    with _s3_errors(location, bucket, "write", f"s3:PutObject on {location.path}/*"):
         s3.put_object(Bucket=bucket, Key=key, Body=b"")
-    except botocore.exceptions.ClientError as exc:
-        if _code(exc) in _DENIED:
-            raise FatalError(
-                f"{location.cannot('write')}: access denied: the credentials need s3:PutObject on "
-                f"{location.path}/* (check the role's policy, a bucket policy or KMS key, or {location.key})"
-            ) from exc
-        raise aws.classify(exc, action=f"{location.cannot('write')}") from exc
-    except (botocore.exceptions.BotoCoreError, OSError) as exc:
-        raise _unreachable(location, bucket, exc) from exc
     try:
         s3.delete_object(Bucket=bucket, Key=key)
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         # Harmless where it stays: Delta readers and vacuum skip names starting with "_".
         log.warning("could not remove the write probe s3://%s/%s: %s", bucket, key, exc)
+
+
+@contextmanager
+def _s3_errors(location: Location, bucket: str, verb: str, need: str) -> Iterator[None]:
+    """One S3 call of a check: access denied names the permission; an unreachable endpoint is transient."""
+    try:
+        yield
+    except botocore.exceptions.ClientError as exc:
+        if _code(exc) in _DENIED:
+            raise FatalError(
+                f"{location.cannot(verb)}: access denied: the credentials need {need} (check the role's "
+                f"policy, a bucket policy or KMS key, or {location.key})"
+            ) from exc
+        raise aws.classify(exc, action=location.cannot(verb)) from exc
+    except (botocore.exceptions.BotoCoreError, OSError) as exc:
+        raise _unreachable(location, bucket, exc) from exc
 
 
 def check_local(path: Path, location: Location) -> None:
@@ -335,8 +334,12 @@ def _code(exc: botocore.exceptions.ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _unreachable(location: Location, bucket: str, exc: BaseException) -> TransientError:
-    # At start-up an unreachable endpoint is retried for a while (`check`), then it is for a person to fix.
+def _unreachable(location: Location, bucket: str, exc: BaseException) -> FatalError | TransientError:
+    """A botocore error that is not an S3 answer: missing credentials are fatal; a dropped or refused
+    connection is transient (retried for a while by `check`, then for a person to fix)."""
+    classified = aws.classify(exc, action=location.cannot())
+    if isinstance(classified, FatalError):
+        return classified
     return TransientError(
         f"{location.cannot()}: cannot reach S3 for bucket {bucket} ({type(exc).__name__}): {_ENDPOINT}"
     )

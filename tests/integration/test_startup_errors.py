@@ -126,6 +126,19 @@ def test_capture_retries_an_unreachable_endpoint_for_the_startup_timeout_then_ex
     assert "Traceback" not in result.stderr
 
 
+def test_capture_without_any_credentials_exits_3_naming_the_credential_chain(make_stack, tmp_path):
+    stack = make_stack()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+
+    result = run_cli(_args("capture", stack), env=env)
+
+    _one_fatal_line(result, "no AWS credentials found in the credential chain")
+
+
 def test_capture_with_a_missing_queue_exits_3_naming_the_queue_key(make_stack):
     stack = make_stack()
     stack.queue_url = stack.queue_url.rsplit("/", 1)[0] + "/no-such-queue"
