@@ -72,8 +72,21 @@ def without_ours(document: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {**document, "Statement": others} if document else None
 
 
+def _canonical(value: Any) -> Any:
+    """IAM treats ["x"] as "x" and lists of strings as sets; AWS may hand a policy back either way."""
+    if isinstance(value, Mapping):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [_canonical(v) for v in value]
+        if len(items) == 1:
+            return items[0]
+        return sorted(items) if all(isinstance(i, str) for i in items) else items
+    return value
+
+
 def same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """Equal as IAM reads them, so a policy AWS reformatted does not look changed on every run."""
+    return json.dumps(_canonical(a), sort_keys=True) == json.dumps(_canonical(b), sort_keys=True)
 
 
 # ------------------------------------------------------------------------------------------ static check

@@ -209,6 +209,20 @@ def test_existing_queue_policy_statements_are_kept_and_ours_added_once() -> None
     assert plan_setup(s, applied(state, plan)).actions == ()
 
 
+def test_a_policy_aws_handed_back_reformatted_is_not_rewritten() -> None:
+    s = spec(buckets=("landing-a",))
+    state = applied(fresh(s), plan_setup(s, fresh(s)))
+    assert state.queue is not None
+    document = json.loads(state.queue.attributes["Policy"])
+    statement = document["Statement"][0]
+    statement["Condition"]["ArnLike"]["aws:SourceArn"] = "arn:aws:s3:::landing-a"  # ["x"] read back as "x"
+    statement["Action"] = ["sqs:SendMessage"]
+    reformatted = replace(
+        state.queue, attributes={**state.queue.attributes, "Policy": json.dumps(document, indent=2)}
+    )
+    assert plan_setup(s, replace(state, queue=reformatted)).actions == ()
+
+
 def test_a_changed_bucket_list_updates_our_policy_statement_in_place() -> None:
     s = spec()
     state = applied(fresh(s), plan_setup(s, fresh(s)))
