@@ -661,3 +661,15 @@ def test_no_roles_mode_keeps_the_policies() -> None:
     assert {"CapturePolicy", "IngestPolicy", "BackfillPolicy", "MaintainPolicy", "StatusPolicy"} <= set(
         resources
     )
+
+
+@pytest.mark.parametrize("kms", [False, True], ids=["sse-s3", "sse-kms"])
+def test_each_role_carries_its_process_policies(kms: bool) -> None:
+    rendered = Rendered(**({"QueueKmsKeyArn": QUEUE_KEY, "LandingKmsKeyArn": LANDING_KEY} if kms else {}))
+    resources = rendered.resources()
+    for process, spec in PROCESSES.items():
+        role = resources[f"{process.capitalize()}Role"]["Properties"]
+        expected = [rendered.ref(p) for p in spec.policies if p in resources]
+        assert role["ManagedPolicyArns"] == expected, process
+        (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Principal"] == {"Service": "ec2.amazonaws.com"}
