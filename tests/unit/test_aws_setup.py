@@ -673,3 +673,12 @@ def test_each_role_carries_its_process_policies(kms: bool) -> None:
         assert role["ManagedPolicyArns"] == expected, process
         (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
         assert trust["Principal"] == {"Service": "ec2.amazonaws.com"}
+
+
+def test_runbook_properties_block_is_the_shipped_example() -> None:
+    """docs/runbook.md shows conf/production.example.properties; test_config loads and validates the
+    file, so the block a reader copies is valid too."""
+    runbook = (ROOT / "docs" / "runbook.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```properties\n(.*?)```", runbook, flags=re.S)
+    shipped = (ROOT / "conf" / "production.example.properties").read_text(encoding="utf-8")
+    assert blocks == [shipped]
