@@ -1,0 +1,198 @@
+"""An HTTP proxy between our processes and the local S3/SQS endpoint that injects faults on chosen
+requests: the failures real S3 and SQS produce and a well-behaved local endpoint never does.
+
+Point `s3events.aws.endpoint.url` at `FaultProxy.url`; every request is forwarded to the endpoint unless a
+rule picks it. Kinds of fault:
+- `drop_before`: the connection is closed before the request reaches the endpoint;
+- `drop_after`: the request is forwarded and answered, then the connection is closed before the answer
+  is written: the caller sees a failure of a request that succeeded (a PutObject or DeleteMessageBatch
+  whose answer was lost), the case that matters most for exactly-once;
+- `status`: an error answer (500, 503 SlowDown, SQS throttling) without forwarding.
+
+Dev and test tooling only: it is not on any production path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import re
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
+from urllib.parse import urlsplit
+
+FaultKind = Literal["drop_before", "drop_after", "status"]
+_HOP_BY_HOP = {
+    "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"
+}
+
+
+@dataclass
+class Fault:
+    """Inject `kind` into the next `times` requests whose method and path (with query) match."""
+
+    kind: FaultKind
+    path: str = ""  # a regular expression searched in the request path, e.g. r"/_delta_log/\d{20}\.json$"
+    method: str | None = None  # None: any method
+    operation: str | None = None  # an SQS operation, e.g. "DeleteMessageBatch" (JSON or query protocol)
+    times: int = 1
+    status: int = 503
+    code: str = "SlowDown"  # the error code in an S3-style XML body of a `status` fault
+
+    def matches(self, method: str, path: str, operation: str) -> bool:
+        return (
+            self.times > 0
+            and (self.method is None or self.method == method)
+            and (self.operation is None or self.operation == operation)
+            and bool(re.search(self.path, path))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Injected:
+    kind: FaultKind
+    method: str
+    path: str
+    operation: str
+
+
+@dataclass
+class FaultProxy:
+    """A threaded reverse proxy to `upstream` (e.g. the moto endpoint). Use as a context manager."""
+
+    upstream: str
+    faults: list[Fault] = field(default_factory=list)
+    injected: list[Injected] = field(default_factory=list)
+    forwarded: int = 0
+    _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def add(self, fault: Fault) -> Fault:
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def _pick(self, method: str, path: str, operation: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(method, path, operation):
+                    fault.times -= 1
+                    self.injected.append(Injected(fault.kind, method, path, operation))
+                    return fault
+            self.forwarded += 1
+            return None
+
+    def start(self) -> FaultProxy:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    upstream = urlsplit(proxy.upstream)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # quiet: tests read `proxy.injected` instead
+
+        def _body(self) -> bytes:
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                chunks: list[bytes] = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _cut(self) -> None:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        def _handle(self) -> None:
+            body = self._body()
+            fault = proxy._pick(self.command, self.path, _operation(self.headers.get("X-Amz-Target"), body))
+            if fault is not None and fault.kind == "drop_before":
+                self._cut()
+                return
+            if fault is not None and fault.kind == "status":
+                self._error(fault)
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            if body or self.command in ("PUT", "POST"):
+                headers["Content-Length"] = str(len(body))
+            host = upstream.hostname or "127.0.0.1"
+            connection = http.client.HTTPConnection(host, upstream.port, timeout=120)
+            try:
+                connection.request(self.command, self.path, body=body, headers=headers)
+                response = connection.getresponse()
+                payload = response.read()
+                answer_headers = response.getheaders()
+                status, reason = response.status, response.reason
+            finally:
+                connection.close()
+            if fault is not None:  # drop_after: it happened, but the caller will never know
+                self._cut()
+                return
+            self.send_response(status, reason)
+            for name, value in answer_headers:
+                if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        def _error(self, fault: Fault) -> None:
+            payload = (
+                f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{fault.code}</Code>"
+                f"<Message>injected by the fault proxy</Message></Error>"
+            ).encode()
+            self.send_response(fault.status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle  # http.server's names
+
+    return Handler
+
+
+def _operation(target: str | None, body: bytes) -> str:
+    """The AWS operation of a JSON-protocol (X-Amz-Target: AmazonSQS.ReceiveMessage) or query-protocol
+    (Action=ReceiveMessage in the form body) request; "" for S3's REST calls."""
+    if target:
+        return target.rsplit(".", 1)[-1]
+    found = re.search(rb"(?:^|&)Action=([A-Za-z]+)", body)
+    return found.group(1).decode() if found else ""
