@@ -164,13 +164,67 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(_exit_status[-1])
 
 
+# delta-spark, the independent reader of what delta-rs writes (tests/interop): the JVM Delta Lake for
+# pyspark 4.2.x, fetched from Maven Central into a git-ignored Ivy cache at the repo root (once).
+DELTA_SPARK_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+# Its transitive dependencies that Spark already ships, newer: neither downloaded nor on the classpath twice.
+_SHIPPED_WITH_SPARK = [
+    "org.apache.hadoop:hadoop-client-api",
+    "org.apache.hadoop:hadoop-client-runtime",
+    "org.apache.parquet:parquet-column",
+    "org.apache.parquet:parquet-common",
+    "org.apache.parquet:parquet-encoding",
+    "org.apache.parquet:parquet-format-structures",
+    "org.apache.parquet:parquet-hadoop",
+    "org.apache.parquet:parquet-jackson",
+    "com.fasterxml.jackson.core:jackson-core",
+    "com.fasterxml.jackson.core:jackson-databind",
+    "com.fasterxml.jackson.core:jackson-annotations",
+    "org.apache.logging.log4j:log4j-api",
+    "org.apache.logging.log4j:log4j-core",
+    "org.apache.logging.log4j:log4j-slf4j2-impl",
+    "org.slf4j:slf4j-api",
+    "org.xerial.snappy:snappy-java",
+    "com.github.luben:zstd-jni",
+    "org.roaringbitmap:RoaringBitmap",
+    "io.airlift:aircompressor",
+    "com.google.code.findbugs:jsr305",
+    "org.locationtech.jts:jts-core",
+]
+DELTA_SPARK_CONF = {
+    "spark.jars.packages": DELTA_SPARK_PACKAGE,
+    "spark.jars.excludes": ",".join(_SHIPPED_WITH_SPARK),
+    "spark.jars.ivy": str(REPO / ".ivy2"),
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Small tables: the log is replayed in 2 tasks, not the default 50 (seconds per read saved).
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+# Filled at collection: whether interop tests run (the session then carries delta-spark), and why the
+# session could not load it (the interop tests fail with that reason; every other test runs on).
+DELTA_SPARK: dict[str, Any] = {"wanted": False, "error": None}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    DELTA_SPARK["wanted"] = any(item.get_closest_marker("interop") for item in items)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local Spark session for the whole run (~6 s to start, ~450 MB)."""
+    """One local Spark session for the whole run (~6 s to start, ~450 MB); with delta-spark loaded
+    when interop tests were collected (a few seconds more to resolve the package from the Ivy cache)."""
     from s3events.infra.spark import get_spark
 
-    session = get_spark(
-        master="local[2]", app_name="s3events-tests", conf={"spark.sql.shuffle.partitions": "4"}
-    )
+    conf = {"spark.sql.shuffle.partitions": "4"}
+    session = None
+    if DELTA_SPARK["wanted"]:
+        try:
+            session = get_spark(
+                master="local[2]", app_name="s3events-tests", conf={**conf, **DELTA_SPARK_CONF}
+            )
+        except Exception as exc:  # e.g. Maven Central unreachable: Ivy's report is on stderr
+            DELTA_SPARK["error"] = f"{type(exc).__name__}: {exc}"
+    if session is None:
+        session = get_spark(master="local[2]", app_name="s3events-tests", conf=conf)
     yield session
     session.stop()

@@ -7,9 +7,11 @@ travels back to the driver as one row of WRITTEN_FILE_SCHEMA (`to_row` / `from_r
 
 Layout and statistics follow what delta-rs itself writes, so its readers skip files by statistics:
 - partition directories are Hive style, `col=<value percent-encoded like urllib.parse.quote(v, safe="")>`,
-  a null (or empty) value is `__HIVE_DEFAULT_PARTITION__`. WrittenFile.path is the file's real path
-  relative to the table root, which is what deltalake's AddAction takes: delta-rs URI-encodes it once
-  more when it writes the log (a '%' in the directory name is '%25' in the JSON), as the protocol wants;
+  a null (or empty) value is `__HIVE_DEFAULT_PARTITION__`; typed values are serialized as the protocol
+  and delta-rs do (`partition_value`: `true`, `2026-03-01 12:00:00.250000` in UTC), not by str().
+  WrittenFile.path is the file's real path relative to the table root, which is what deltalake's
+  AddAction takes: delta-rs URI-encodes it once more when it writes the log (a '%' in the directory name
+  is '%25' in the JSON), as the protocol wants;
 - statistics hold numRecords, and minValues / maxValues / nullCount for top-level primitive columns
   (strings cut to 32 characters, timestamps at millisecond precision rounded outwards so the bounds stay
   bounds, nothing for binary columns or float columns holding NaN); nested columns get nullCount only.
@@ -25,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote, urlparse
@@ -173,7 +175,7 @@ def write_partitioned(
             for column, value in values.items():
                 cond = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
                 mask = cond if mask is None else pc.and_(mask, cond)
-            part = {k: None if v is None else str(v) for k, v in values.items()}
+            part = {k: partition_value(v) for k, v in values.items()}
             groups.append((part, table.filter(mask)))
     else:
         groups.append(({}, table))
@@ -185,6 +187,24 @@ def write_partitioned(
         if written is not None:
             files.append(written)
     return files
+
+
+def partition_value(value: Any) -> str | None:
+    """A partition value as the Delta protocol serializes it, and as delta-rs writes it: booleans
+    `true`/`false`, timestamps `YYYY-MM-DD HH:MM:SS.ffffff` in UTC, decimals without an exponent."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
 
 
 def remove_data_files(table_uri: str, files: Iterable[WrittenFile], options: AwsOptions) -> None:
