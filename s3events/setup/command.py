@@ -75,6 +75,15 @@ def run_setup(settings: Settings, *, dry_run: bool, out: TextIO) -> int:
     return 0
 
 
+def static_links(settings: Settings) -> list[Link]:
+    """Every link of the configured notification path checked from the state alone (no probe): what
+    `status` reports. Empty when no `s3events.setup.buckets` are configured."""
+    if not settings.get(keys.SETUP_BUCKETS):
+        return []
+    spec = spec_from(settings)
+    return check_links(spec, read_state(Clients(aws.options_from(settings)), spec))
+
+
 def run_verify(settings: Settings, *, out: TextIO, clock: Callable[[], float] = time.monotonic) -> int:
     """Check every link from the state, then send a probe through each bucket whose links are intact."""
     spec = spec_from(settings)

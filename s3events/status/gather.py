@@ -17,6 +17,7 @@ from s3events.ingest.progress import first_unread, pending_after, stored_positio
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.maintenance.model import APP_ID as MAINTAINED
 from s3events.maintenance.model import SMALL_FRACTION
+from s3events.setup.command import static_links
 from s3events.status.model import LastError, QueueStatus, Status, TableStatus, TargetStatus
 
 T = TypeVar("T")
@@ -120,6 +121,11 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
 
     max_stall = settings.get(keys.STATUS_MAX_CAPTURE_STALL_SECONDS)
     problems.extend(_capture_problems(queue, metadata, quarantine, now, max_stall))
+    # The notification path `s3events setup` made (when configured): a broken link is silence, not errors.
+    links, links_error = _attempt(lambda: static_links(settings))
+    if links_error is not None:
+        problems.append(f"notification path: cannot check it: {links_error}")
+    problems.extend(f"notification path: {link.name}: {link.problem}" for link in links or [] if not link.ok)
 
     specs = target_specs(settings)
     checkpoints: dict[str, tuple[Checkpoint | None, str | None]] = {

@@ -279,3 +279,22 @@ def test_teardown_keeps_a_queue_setup_found_existing(
     assert "Policy" not in attributes and "RedrivePolicy" not in attributes
     assert not queue_exists(sqs, f"{path.queue}-dlq")
     assert notification_ids(s3, path.buckets[0]) == []
+
+
+def test_status_reports_a_broken_link_of_the_notification_path_without_a_probe(
+    make_path: Callable[..., NotificationPath], s3: Any, tmp_path: Any
+) -> None:
+    path = make_path(buckets=1)
+    assert path.run("setup").returncode == 0
+    metadata = f"s3events.metadata.table.path={tmp_path / 'metadata'}"
+
+    intact = path.run("status", "--json", extra=(metadata,))
+    s3.put_bucket_notification_configuration(Bucket=path.buckets[0], NotificationConfiguration={})
+    broken = path.run("status", "--json", extra=(metadata,))
+
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    assert not [p for p in json.loads(intact.stdout)["problems"] if p.startswith("notification path")]
+    assert broken.returncode == 1, broken.stderr
+    problems = [p for p in json.loads(broken.stdout)["problems"] if p.startswith("notification path")]
+    assert len(problems) == 1
+    assert problems[0].startswith(f"notification path: notification on bucket {path.buckets[0]}: no config")
