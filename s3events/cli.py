@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from s3events import __version__
@@ -20,6 +21,7 @@ from s3events.errors import CheckpointError, ConfigError, FatalError, TransientE
 
 if TYPE_CHECKING:
     from s3events.maintenance.model import TableToMaintain
+    from s3events.observe.metrics import Metrics
 
 log = logging.getLogger("s3events")
 
@@ -129,13 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(level: str) -> None:
+def _configure_logging(level: str, log_format: str = "text") -> None:
     logging.basicConfig(
         level=getattr(logging, level, logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
         force=True,
     )
+    if log_format == "json":
+        from s3events.observe.json_log import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     # Third-party chatter at INFO drowns the one line per cycle.
     for noisy in ("botocore", "boto3", "urllib3", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -144,25 +151,42 @@ def _configure_logging(level: str) -> None:
 def _load(args: argparse.Namespace, command: str) -> Settings:
     settings = load_settings(args.props, args.conf)
     settings.validate_for(command)
-    _configure_logging(settings.get(keys.LOG_LEVEL))
+    _configure_logging(settings.get(keys.LOG_LEVEL), settings.get(keys.LOG_FORMAT))
     return settings
 
 
+def _observe(settings: Settings, cleanup: ExitStack) -> Metrics:
+    """This process's metrics, served on s3events.metrics.port while the command runs (0: not served)."""
+    from s3events.observe.metrics import Metrics
+    from s3events.observe.server import serve
+
+    metrics = Metrics()
+    port = settings.get(keys.METRICS_PORT)
+    if port:
+        cleanup.callback(serve(metrics, host=settings.get(keys.METRICS_HOST), port=port).close)
+    return metrics
+
+
 def _maintenance(
-    settings: Settings, tables: Sequence[TableToMaintain], *, once: bool
+    settings: Settings, tables: Sequence[TableToMaintain], *, once: bool, metrics: Metrics | None = None
 ) -> Callable[[], object] | None:
     """Table maintenance between cycles of a --continuous run (--once runs are cron style: schedule
     `s3events maintain` beside them)."""
     from s3events.maintenance.service import PeriodicMaintenance
 
     periodic = None if once else PeriodicMaintenance.from_settings(settings, tables)
-    return None if periodic is None else periodic.run_if_due
+    if periodic is None:
+        return None
+    if metrics is None:
+        return periodic.run_if_due
+    return lambda: metrics.maintenance.record(periodic.run_if_due())
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, run, and map every outcome to an exit code. Never calls sys.exit (tests call this)."""
     args = build_parser().parse_args(argv)
     _configure_logging("INFO")
+    cleanup = ExitStack()  # the metrics endpoint, when one is served
     try:
         if args.command == "capture":
             from s3events import preflight
@@ -176,12 +200,16 @@ def run(argv: Sequence[str] | None = None) -> int:
             )
             stop = StopFlag()
             stop.install_signal_handlers()
+            metrics = _observe(settings, cleanup)
             run_capture(
                 settings,
                 once=args.once,
                 min_interval_seconds=args.min_sync_interval_seconds,
                 stop=stop,
-                housekeeping=_maintenance(settings, capture_tables(settings), once=args.once),
+                housekeeping=_maintenance(
+                    settings, capture_tables(settings), once=args.once, metrics=metrics
+                ),
+                metrics=metrics,
             )
         elif args.command == "ingest":
             from s3events import preflight
@@ -195,6 +223,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             require_java()
             stop = StopFlag()
             stop.install_signal_handlers()
+            metrics = _observe(settings, cleanup)
             totals = run_ingest(
                 settings,
                 once=args.once,
@@ -202,7 +231,10 @@ def run(argv: Sequence[str] | None = None) -> int:
                 start_at=args.checkpoint,
                 min_interval_seconds=args.min_sync_interval_seconds,
                 stop=stop,
-                housekeeping=_maintenance(settings, ingest_tables(settings, args.target), once=args.once),
+                housekeeping=_maintenance(
+                    settings, ingest_tables(settings, args.target), once=args.once, metrics=metrics
+                ),
+                metrics=metrics,
             )
             if totals.failed:
                 for target, reason in sorted(totals.failed.items()):
@@ -228,6 +260,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                 options=request.options,
                 progress=terminal_progress(sys.stderr),  # None unless stderr is a terminal
                 stop=stop.is_set,
+                metrics=_observe(settings, cleanup),
             )
             print("\n".join(backfilled.summary_lines()))
             if backfilled.interrupted:
@@ -291,6 +324,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     except Exception:
         log.exception("s3events %s failed", args.command)
         return EXIT_FAILURE
+    finally:
+        cleanup.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from s3events.backfill.model import BackfillReport, Source
 from s3events.backfill.run import Backfill, build_backfill, configured_sources
 from s3events.config import Settings, keys
+
+if TYPE_CHECKING:
+    from s3events.observe.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +55,14 @@ class PeriodicBackfill:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, stop: Callable[[], bool]) -> PeriodicBackfill | None:
+    def from_settings(
+        cls, settings: Settings, *, stop: Callable[[], bool], metrics: Metrics | None = None
+    ) -> PeriodicBackfill | None:
         """The periodic pass `s3events.backfill.interval.seconds` asks for; None when it is 0 (off)."""
         interval = settings.get(keys.BACKFILL_INTERVAL_SECONDS)
         if interval <= 0:
             return None
-        backfill = build_backfill(settings)
+        backfill = build_backfill(settings, metrics=metrics)
         return cls(
             backfill,
             backfill.table.last_completed,

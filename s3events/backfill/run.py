@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
@@ -35,6 +35,9 @@ from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.infra import aws
 from s3events.metadata.table import CommitResult
+
+if TYPE_CHECKING:
+    from s3events.observe.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +71,12 @@ class _Backlog:
 class Backfill:
     """The backfill stage. `run_once()` runs one pass over the given sources."""
 
-    def __init__(self, lister: Lister, table: Table) -> None:
+    def __init__(
+        self, lister: Lister, table: Table, *, on_pass: Callable[[BackfillReport], None] | None = None
+    ) -> None:
         self._lister = lister
         self._table = table
+        self._on_pass = on_pass  # sees every pass's report (metrics)
 
     @property
     def table(self) -> Table:
@@ -95,6 +101,8 @@ class Backfill:
                 progress.finish()
         report.elapsed_seconds = time.monotonic() - started
         log.info(report.log_line())
+        if self._on_pass is not None and not report.dry_run:
+            self._on_pass(report)
         return report
 
     def _pass(
@@ -171,7 +179,7 @@ class Backfill:
         report.table_version = result.version
 
 
-def build_backfill(settings: Settings, *, page_size: int = 1000) -> Backfill:
+def build_backfill(settings: Settings, *, page_size: int = 1000, metrics: Metrics | None = None) -> Backfill:
     options = aws.options_from(settings)
     table = BackfillTable(
         settings.require(keys.METADATA_TABLE_PATH),
@@ -179,7 +187,8 @@ def build_backfill(settings: Settings, *, page_size: int = 1000) -> Backfill:
         commit_attempts=settings.get(keys.CAPTURE_COMMIT_MAX_ATTEMPTS),
         dedupe_window=timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS)),
     )
-    return Backfill(S3Lister(options, page_size=page_size), table)
+    on_pass = metrics.backfill.record if metrics is not None else None
+    return Backfill(S3Lister(options, page_size=page_size), table, on_pass=on_pass)
 
 
 def configured_sources(settings: Settings) -> list[Source]:
@@ -193,6 +202,7 @@ def run_backfill(
     options: BackfillOptions | None = None,
     progress: Progress | None = None,
     stop: Callable[[], bool] = lambda: False,
+    metrics: Metrics | None = None,
 ) -> BackfillReport:
     """One pass over `sources` (s3:// URIs), else over `s3events.backfill.sources`.
 
@@ -202,6 +212,6 @@ def run_backfill(
     options = options or BackfillOptions()
     chosen = [Source.parse(uri) for uri in sources] if sources else configured_sources(settings)
     full = not sources and options.window.unbounded
-    return build_backfill(settings, page_size=options.page_size).run_once(
+    return build_backfill(settings, page_size=options.page_size, metrics=metrics).run_once(
         chosen, options, record_completion=full, progress=progress, stop=stop
     )

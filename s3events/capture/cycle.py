@@ -45,10 +45,24 @@ class CycleResult:
     test_events: int = 0
     deleted: int = 0
     delete_failed: int = 0
+    commit_conflicts: int = 0  # lost races with other writers, retried on fresh table state
     table_version: int | None = None
     elapsed_seconds: float = 0.0
     commit_seconds: float = 0.0
     delete_seconds: float = 0.0
+
+    def fields(self) -> dict[str, object]:
+        """The cycle's figures as structured log fields (`extra=`; JSON logs show them as keys)."""
+        return {
+            "received": self.received,
+            "written": self.written,
+            "duplicates": self.duplicates,
+            "poison": self.poison,
+            "deleted": self.deleted,
+            "delete_failed": self.delete_failed,
+            "table_version": self.table_version,
+            "elapsed_seconds": round(self.elapsed_seconds, 3),
+        }
 
     def log_line(self) -> str:
         return (
@@ -87,6 +101,10 @@ class Capture:
         self._receiver = BatchReceiver(queue, self.heartbeat, self._options.limits)
         self._prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqs-prefetch")
         self._next: Future[list[Message]] | None = None
+
+    @property
+    def queue(self) -> Queue:
+        return self._queue
 
     def run_once(self) -> CycleResult:
         started = time.monotonic()
@@ -129,6 +147,7 @@ class Capture:
             test_events=parsed.test_events,
             deleted=len(parsed.to_delete) - len(failed),
             delete_failed=len(failed),
+            commit_conflicts=result.conflicts,
             table_version=result.version,
             elapsed_seconds=time.monotonic() - started,
             commit_seconds=deleting - committing,

@@ -44,6 +44,11 @@ class SqsQueue:
         # The read timeout must outlast the long poll.
         self._client = aws.client(options, "sqs", read_timeout=wait_seconds + 30)
 
+    @property
+    def client(self) -> Any:
+        """The boto3 SQS client (metrics watch its retries)."""
+        return self._client
+
     def check(self) -> dict[str, str]:
         """Fail fast (FatalError) when the queue is missing or not ours to read. Returns its attributes."""
         response = aws.call(

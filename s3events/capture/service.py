@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from s3events.backfill.periodic import PeriodicBackfill
 from s3events.capture.cycle import Capture, CaptureOptions, CycleResult
@@ -16,6 +17,9 @@ from s3events.config import Settings, keys
 from s3events.infra import aws
 from s3events.metadata.table import MetadataTable, QuarantineTable
 from s3events.runloop import StopFlag, run_loop
+
+if TYPE_CHECKING:
+    from s3events.observe.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -87,24 +91,34 @@ def run_capture(
     min_interval_seconds: float | None = None,
     stop: StopFlag | None = None,
     housekeeping: Callable[[], object] | None = None,
+    metrics: Metrics | None = None,
 ) -> CaptureTotals:
     """Capture cycles until the queue is drained (`once`) or a stop signal; `housekeeping` runs between
-    cycles in this thread (the CLI passes table maintenance in --continuous runs)."""
+    cycles in this thread (the CLI passes table maintenance in --continuous runs). Each cycle's result
+    is recorded into `metrics`, when given."""
     stop = stop or StopFlag()
     interval = (
         min_interval_seconds
         if min_interval_seconds is not None
         else settings.get(keys.CAPTURE_MIN_SYNC_INTERVAL_SECONDS)
     )
-    backfill = PeriodicBackfill.from_settings(settings, stop=stop.is_set)  # None when the interval is 0
+    backfill = PeriodicBackfill.from_settings(settings, stop=stop.is_set, metrics=metrics)  # None: off
     capture = build_capture(settings)
     totals = CaptureTotals()
     started = time.monotonic()
+    unwatch = _watch(capture, metrics)
 
     def step() -> CycleResult:
-        result = capture.run_once()
+        try:
+            result = capture.run_once()
+        except Exception:
+            if metrics is not None:
+                metrics.capture.failures.inc()
+            raise
+        if metrics is not None:
+            metrics.capture.record(result, now=time.time())
         if result.received:
-            log.info(result.log_line())
+            log.info(result.log_line(), extra=result.fields())
             totals.add(result)
         if backfill is not None:
             backfill.run_if_due()  # between cycles, in this thread: serialized with capture's commits
@@ -117,6 +131,7 @@ def run_capture(
             step, once=once, is_idle=lambda r: r.received == 0, stop=stop, min_interval_seconds=interval
         )
     finally:
+        unwatch()
         capture.close()
     log.info(
         "capture finished: cycles=%d received=%d written=%d duplicates=%d poison=%d deleted=%d "
@@ -131,3 +146,14 @@ def run_capture(
         time.monotonic() - started,
     )
     return totals
+
+
+def _watch(capture: Capture, metrics: Metrics | None) -> Callable[[], None]:
+    """Gauge the messages in hand and count the SQS client's retries; returns what stops the watching."""
+    if metrics is None:
+        return lambda: None
+    from s3events.observe.aws_retries import watch_retries
+
+    metrics.capture.track_in_hand(lambda: len(capture.heartbeat.tracked()))
+    client = getattr(capture.queue, "client", None)
+    return watch_retries(client, metrics.capture.record_retry) if client is not None else lambda: None

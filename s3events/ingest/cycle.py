@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from s3events.config.keys import CheckpointStrategy
 from s3events.errors import CheckpointError, CommitConflict, FatalError, S3EventsError
@@ -42,6 +43,9 @@ class BatchReport:
     end: Checkpoint
     version: int | None
     seconds: float
+    bytes: int = 0  # of the files read, as their events give their sizes
+    fast_path_files: int = 0  # of `files`: read on the JSON fast path (the rest through Spark's line path)
+    skipped: dict[str, str] = field(default_factory=dict)  # files not read: uri -> reason
 
     def log_line(self) -> str:
         return (
@@ -52,10 +56,22 @@ class BatchReport:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class TargetProgress:
+    """Where a target stands after a cycle: the metadata version it has read through, how many versions it
+    still has to read, and the age of the oldest change routed to it that it had not ingested when its
+    latest batch was planned (0 once caught up)."""
+
+    checkpoint_version: int
+    lag_versions: int
+    lag_seconds: float
+
+
 @dataclass(slots=True)
 class IngestCycle:
     batches: list[BatchReport] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    progress: dict[str, TargetProgress] = field(default_factory=dict)
 
     @property
     def idle(self) -> bool:
@@ -81,6 +97,7 @@ class _TargetState:
         self.durable: Checkpoint | None = None  # what a restart starts from: checkpoint, else origin
         self.checkpointed = False  # `durable` is a checkpoint in the target table
         self.caught_up_logged = False
+        self.oldest_pending: datetime | None = None  # event time of the oldest routed change not ingested
 
 
 class Ingest:
@@ -95,8 +112,10 @@ class Ingest:
         strategy: CheckpointStrategy = "earliest",
         start_at: int | None = None,
         progress_every: int = PROGRESS_EVERY,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._feed = feed
+        self._clock = clock
         self._progress_every = progress_every
         self._read = read
         self._strategy = strategy
@@ -112,6 +131,10 @@ class Ingest:
                         raise CheckpointError(f"target {state.spec.name}: {exc}") from exc
                 state.cursor = explicit
         self.up_to: int | None = None  # --once: the metadata version present at start
+
+    @property
+    def target_names(self) -> list[str]:
+        return [state.spec.name for state in self._targets]
 
     def freeze_at_latest(self) -> None:
         """--once: ingest only what the metadata table holds now, not what arrives meanwhile."""
@@ -139,10 +162,18 @@ class Ingest:
                 log.exception("target %s: batch failed; other targets go on", name)
                 result.failed[name] = f"{type(exc).__name__}: {exc}"
                 continue
+            finally:
+                result.progress[name] = self._progress(state, positions[name], latest)
             if outcome is not None:
-                log.info(outcome.log_line())
+                log.info(outcome.log_line(), extra={"target": name, "rows": outcome.rows})
                 result.batches.append(outcome)
         return result
+
+    def _progress(self, state: _TargetState, start: Checkpoint, latest: int) -> TargetProgress:
+        read = state.cursor or start
+        oldest = state.oldest_pending
+        age = 0.0 if oldest is None else max(0.0, (self._clock() - oldest).total_seconds())
+        return TargetProgress(max(read.version, -1), max(0, latest - read.version), age)
 
     def _position(self, state: _TargetState, latest: int) -> Checkpoint:
         stored = state.table.checkpoint()
@@ -182,6 +213,7 @@ class Ingest:
             latest_version=changes.latest_version,
         )
         if batch is None:
+            state.oldest_pending = None
             state.cursor = caught_up_to(
                 start,
                 rows,
@@ -195,8 +227,11 @@ class Ingest:
             self._keep_progress(state)
             return None
         state.caught_up_logged = False
+        state.oldest_pending = min((f.event_time for f in (*batch.files, *batch.removals)), default=None)
         result = self._run_batch(state, batch)
         state.cursor = batch.end
+        if batch.end.position == 0 and batch.end.version >= changes.latest_version:
+            state.oldest_pending = None  # caught up
         return result
 
     def _keep_progress(self, state: _TargetState) -> None:
@@ -254,6 +289,7 @@ class Ingest:
                 seconds=time.monotonic() - started,
             )
         # 2. read and parse on Spark; executors write Parquet files (invisible until committed)
+        read_bytes = batch.total_bytes
         output = self._read(batch, spec, existing_schema=state.table.schema())
         if output.failed_files and spec.on_missing_object == "fail":
             uri, reason = next(iter(output.failed_files.items()))
@@ -290,4 +326,7 @@ class Ingest:
             end=batch.end,
             version=version,
             seconds=time.monotonic() - started,
+            bytes=read_bytes,
+            fast_path_files=output.fast_path_files,
+            skipped=dict(output.failed_files),
         )

@@ -4,10 +4,11 @@ and the --once / --continuous runs."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -20,6 +21,9 @@ from s3events.ingest.ports import Feed, ReadBatch, ReadResult
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.ingest.target_table import ErrorTable, TargetTable
 from s3events.runloop import StopFlag, run_loop
+
+if TYPE_CHECKING:
+    from s3events.observe.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +119,11 @@ def run_ingest(
     stop: StopFlag | None = None,
     spark: Any = None,
     housekeeping: Callable[[], object] | None = None,
+    metrics: Metrics | None = None,
 ) -> IngestTotals:
     """Ingest cycles until caught up with what was there at start (`once`) or a stop signal;
     `housekeeping` runs between cycles in this thread (the CLI passes table maintenance in --continuous
-    runs)."""
+    runs). Each cycle's result is recorded into `metrics`, when given."""
     stop = stop or StopFlag()
     ingest = build_ingest(settings, targets=targets, start_at=start_at, spark=spark)
     interval = (
@@ -129,9 +134,13 @@ def run_ingest(
     if once:
         ingest.freeze_at_latest()  # every change present at start, no more
     totals = IngestTotals()
+    if metrics is not None:
+        metrics.ingest.declare(ingest.target_names)
 
     def step() -> IngestCycle:
         result = ingest.run_once()
+        if metrics is not None:
+            metrics.ingest.record(result, now=time.time())
         totals.batches += len(result.batches)
         totals.rows += sum(b.rows for b in result.batches)
         totals.errors += sum(b.errors for b in result.batches)

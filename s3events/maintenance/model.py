@@ -93,6 +93,7 @@ class TableReport:
     version_after: int | None = None
     compacted_from: int = 0  # small files rewritten
     compacted_into: int = 0  # files they became
+    compacted_bytes: int = 0  # bytes of the small files rewritten
     checkpoint: bool = False
     logs_kept_days: int | None = None
     vacuumed: int = 0  # files deleted (dry run: that would be)

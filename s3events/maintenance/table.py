@@ -18,6 +18,7 @@ the compaction commit itself. A pass killed while holding it delays compaction u
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from datetime import UTC, datetime
@@ -163,6 +164,7 @@ def _compact_under_lease(
         _release_lease(path, storage, lease)
     report.compacted_from = int(metrics.get("numFilesRemoved", 0))
     report.compacted_into = int(metrics.get("numFilesAdded", 0))
+    report.compacted_bytes = int(metrics.get("bytesRemoved", 0))
 
 
 def _open(path: str, storage: aws.StorageOptions) -> DeltaTable:
@@ -218,7 +220,12 @@ def _compact(path: str, storage: aws.StorageOptions, options: MaintenanceOptions
         target_size=options.target_file_bytes,
         commit_properties=CommitProperties(custom_metadata=_WRITER, app_transactions=[Transaction(LEASE, 0)]),
     )
-    return {k: int(v) for k, v in metrics.items() if isinstance(v, int | float)}
+    counts = {k: int(v) for k, v in metrics.items() if isinstance(v, int | float)}
+    # delta-rs reports the removed files' sizes as a JSON string: {"totalSize": ..., ...}
+    removed = metrics.get("filesRemoved")
+    stats = json.loads(removed) if isinstance(removed, str) else removed
+    counts["bytesRemoved"] = int(stats.get("totalSize", 0)) if isinstance(stats, dict) else 0
+    return counts
 
 
 @_retry_conflicts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -65,6 +65,7 @@ class CommitResult:
     duplicates: int
     version: int | None  # the table version after this step (None: no table yet)
     recreated: int = 0  # of `written`: known objects seen again later (re-created after a removal)
+    conflicts: int = 0  # commit conflicts with other writers, retried on fresh state before this result
 
 
 def _metadata_batch(records: Sequence[EventRecord]) -> pa.Table:
@@ -180,8 +181,12 @@ class _IdentityTable:
         """MERGE the (already unique) batch, inserting rows whose identity the table does not hold and
         refreshing matched rows that satisfy `refresh_when`."""
 
+        attempts = 0
+
         @delta.retry_conflicts(self._attempts)
         def attempt() -> CommitResult:
+            nonlocal attempts
+            attempts += 1
             table = self._fresh()  # fresh state on every attempt
             predicate = f"t.{self._identity} = s.{self._identity}"
             if self._window is not None:
@@ -209,6 +214,7 @@ class _IdentityTable:
                 duplicates=batch.num_rows - inserted - recreated,
                 version=table.version(),
                 recreated=recreated,
+                conflicts=attempts - 1,
             )
 
         return attempt()
@@ -274,7 +280,7 @@ class MetadataTable(_IdentityTable):
         floor = pc.subtract(batch.column("event_time"), pa.scalar(_REFRESH_MARGIN, pa.duration("us")))
         batch = batch.append_column("_refresh_floor", floor.cast(_TS))
         result = self.insert_absent(batch, custom_metadata=custom_metadata)
-        return CommitResult(result.written, result.duplicates + in_batch_duplicates, result.version)
+        return replace(result, duplicates=result.duplicates + in_batch_duplicates)
 
 
 class QuarantineTable(_IdentityTable):

@@ -295,3 +295,19 @@ def test_dockerfile_entrypoint_is_the_console_script() -> None:
     assert _image_entrypoint() == ["s3events"]
     # bin/s3events_main.py (the spark-submit entry) ships in the image too
     assert any(word == "COPY" and args.split()[0] == "bin" for word, args in _dockerfile_instructions())
+
+
+def test_prometheus_scrapes_capture_and_ingest_on_the_metrics_port_of_their_properties() -> None:
+    prometheus = _services()["prometheus"]
+    assert str(prometheus["image"]).startswith("prom/prometheus:")
+    mounts = {str(container): host for host, container, _ in _bind_mounts(prometheus)}
+    config_dir = mounts["/etc/prometheus"]
+    assert config_dir == ROOT / "deploy" / "prometheus"
+    config = yaml.safe_load((config_dir / "prometheus.yml").read_text(encoding="utf-8"))
+    assert all((config_dir / name).is_file() for name in config["rule_files"])
+    scraped = {t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
+    for name in LONG_RUNNING:
+        _, settings = _settings_of(name)
+        assert settings.get(keys.METRICS_HOST) == "0.0.0.0"  # reachable from the prometheus container
+        assert f"{name}:{settings.get(keys.METRICS_PORT)}" in scraped
+        assert name in prometheus["depends_on"]

@@ -61,6 +61,7 @@ class ReadOutput:
     files: list[WrittenFile] = field(default_factory=list)  # append mode: data files the executors wrote
     merge_rows: pa.Table | None = None  # merge mode: the batch's latest row per record key
     failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
+    fast_path_files: int = 0  # input files the JSON fast path read (the others took the line path)
 
 
 def run_batch(
@@ -93,11 +94,14 @@ def run_batch(
     )
     if not fast.rest:
         assert fast.schema is not None
-        return ReadOutput(fast.schema, ERROR_SCHEMA.empty_table(), fast.rows, fast.files)
+        return ReadOutput(
+            fast.schema, ERROR_SCHEMA.empty_table(), fast.rows, fast.files, fast_path_files=len(batch.files)
+        )
     log.info("target %s: %s", target.name, describe(fast))
     out = _run_on_spark(spark, fast.rest, target, fast.schema if fast.files else existing, aws, ingested_at)
     out.files = [*fast.files, *out.files]
     out.rows += fast.rows
+    out.fast_path_files = len(batch.files) - len(fast.rest)
     return out
 
 

@@ -1,0 +1,89 @@
+"""The shipped alert rules and dashboard, checked without promtool or Grafana: each rule has the fields
+Prometheus's rule-file format requires, and every expression names only metrics s3events exports."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from s3events.observe.metrics import Metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "s3events.json"
+_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+_DURATION = re.compile(r"\d+(ms|s|m|h|d|w|y)")
+_METRIC = re.compile(r"\bs3events_[a-z0-9_]+")
+
+
+def exported_names() -> set[str]:
+    """Every series name the metrics of all flows expose (labelled ones included before their first use)."""
+    metrics = Metrics()
+    for group in (metrics.capture, metrics.ingest, metrics.backfill, metrics.maintenance):
+        assert group is not None
+    return {
+        family.name + suffix for family in metrics.registry.collect() for suffix in _SUFFIXES[family.type]
+    }
+
+
+def rules() -> list[dict[str, Any]]:
+    doc = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def dashboard_exprs() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+
+
+def test_every_exported_name_follows_prometheus_naming() -> None:
+    for name in exported_names():
+        assert re.fullmatch(r"s3events_[a-z]+_[a-z0-9_]+", name), name
+        assert not name.endswith("_total") or "_seconds" not in name, name
+
+
+def test_alert_rule_file_has_named_groups_of_alerting_rules() -> None:
+    doc = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    names = [group["name"] for group in doc["groups"]]
+    assert names and len(names) == len(set(names))
+    alerts = [rule["alert"] for rule in rules()]
+    assert len(alerts) == len(set(alerts))
+    for rule in rules():
+        assert set(rule) <= {"alert", "expr", "for", "keep_firing_for", "labels", "annotations"}, rule
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", rule["alert"])
+        assert isinstance(rule["expr"], str) and rule["expr"].strip()
+        assert "for" not in rule or _DURATION.fullmatch(rule["for"]), rule["for"]
+        assert rule["labels"]["severity"] in {"critical", "warning", "info"}
+        assert rule["annotations"]["summary"]
+        assert rule["expr"].count("(") == rule["expr"].count(")")
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda r: r["alert"])
+def test_alert_expressions_name_only_exported_metrics(rule: dict[str, Any]) -> None:
+    used = set(_METRIC.findall(rule["expr"]))
+    assert used, rule["expr"]
+    assert used <= exported_names(), sorted(used - exported_names())
+
+
+def test_the_rules_cover_lag_stalls_quarantine_error_rows_and_retries() -> None:
+    used = {name for rule in rules() for name in _METRIC.findall(rule["expr"])}
+    assert {
+        "s3events_ingest_lag_seconds",
+        "s3events_capture_last_success_timestamp_seconds",
+        "s3events_ingest_last_success_timestamp_seconds",
+        "s3events_capture_poison_quarantined_total",
+        "s3events_ingest_error_rows_total",
+        "s3events_capture_aws_retries_total",
+    } <= used
+
+
+def test_dashboard_queries_name_only_exported_metrics() -> None:
+    exprs = dashboard_exprs()
+    assert exprs
+    used = {name for expr in exprs for name in _METRIC.findall(expr)}
+    assert used <= exported_names(), sorted(used - exported_names())
