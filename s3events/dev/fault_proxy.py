@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import random
 import re
 import socket
 import threading
@@ -65,10 +66,18 @@ class FaultProxy:
 
     upstream: str
     faults: list[Fault] = field(default_factory=list)
+    # Besides the rules: this fraction of all other requests gets one of `random_kinds`, seeded.
+    rate: float = 0.0
+    seed: int = 0
+    random_kinds: tuple[FaultKind, ...] = ("status", "drop_before", "drop_after")
     injected: list[Injected] = field(default_factory=list)
     forwarded: int = 0
+    _random: random.Random = field(init=False, repr=False)
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(self.seed)
 
     @property
     def url(self) -> str:
@@ -88,11 +97,15 @@ class FaultProxy:
                     fault.times -= 1
                     self.injected.append(Injected(fault.kind, method, path, operation))
                     return fault
+            if self.rate and self._random.random() < self.rate:
+                kind = self._random.choice(self.random_kinds)
+                self.injected.append(Injected(kind, method, path, operation))
+                return Fault(kind, status=503, code="SlowDown" if not operation else "ServiceUnavailable")
             self.forwarded += 1
             return None
 
     def start(self) -> FaultProxy:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _QuietServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
         return self
@@ -108,6 +121,11 @@ class FaultProxy:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that gave up on its answer (a timeout, or our own cut) is not news
 
 
 def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:

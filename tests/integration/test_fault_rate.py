@@ -1,0 +1,116 @@
+"""Capture and ingest with a tenth of every AWS request failing (seeded): 503 answers, connections cut
+before the request reaches the endpoint, and answers lost after it was served. Runs are repeated as a
+scheduler would; in the end every line lands exactly once."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from s3events.dev.fault_proxy import FaultProxy
+from s3events.infra import aws
+from tests.conftest import Stack, run_cli
+
+pytestmark = pytest.mark.integration
+
+FILES = 6
+LOST = 2  # files whose notifications never arrive
+LINES = 3
+
+
+def _args(command: list[str], stack: Stack, proxy: FaultProxy, **extra: object) -> list[str]:
+    """`command` (with its flags) through the proxy: every AWS request of the run passes through it."""
+    conf = stack.conf(source__queue__long__poll__wait=0, aws__startup__timeout__seconds=60, **extra)
+    conf = [f"s3events.aws.endpoint.url={proxy.url}" if kv.startswith("s3events.aws.endpoint.url=") else kv
+            for kv in conf]
+    return [*command, *(arg for kv in conf for arg in ("--conf", kv))]
+
+
+def _runs_until(
+    done: Callable[[list[int]], bool], run: Callable[[], int], *, deadline_seconds: float
+) -> list[int]:
+    """Run (as a scheduler re-runs a failed job) until `done(exit codes so far)`; the exit codes."""
+    codes: list[int] = []
+    deadline = time.monotonic() + deadline_seconds
+    while not done(codes):
+        assert time.monotonic() < deadline, f"not done after {len(codes)} runs: exit codes {codes}"
+        codes.append(run())
+    return codes
+
+
+def _lose_every_message(sqs: Any, queue_url: str) -> None:
+    while messages := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages"):
+        for message in messages:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_capture_backfill_and_ingest_with_ten_percent_of_requests_failing_land_every_line_exactly_once(
+    make_stack, s3, sqs, endpoint, aws_options
+):
+    stack = make_stack(metadata_on_s3=True, VisibilityTimeout="2")
+    expected: Counter[tuple[int, int]] = Counter()
+
+    def put(f: int) -> None:
+        body = "".join(f'{{"f": {f}, "n": {n}}}\n' for n in range(LINES))
+        s3.put_object(Bucket=stack.bucket, Key=f"in/{f}.json", Body=body.encode())
+        expected.update((f, n) for n in range(LINES))
+
+    for f in range(FILES, FILES + LOST):  # their notifications are lost: only backfill finds them
+        put(f)
+    _lose_every_message(sqs, stack.queue_url)
+    for f in range(FILES):
+        put(f)
+    target = stack.metadata_path.rsplit("/", 1)[0] + "/events"
+    ingest_conf = {
+        "ingest__targets": "events",
+        "ingest__target__events__path": target,
+        "ingest__target__events__format": "json",
+        "ingest__target__events__max__files__per__batch": 2,
+        "spark__master": "local[1]",
+    }
+    storage = aws.delta_storage_options(aws_options)
+
+    def drained() -> bool:
+        depth = sqs.get_queue_attributes(QueueUrl=stack.queue_url, AttributeNames=["All"])["Attributes"]
+        return depth["ApproximateNumberOfMessages"] == depth["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+    def landed() -> bool:
+        try:
+            rows = DeltaTable(target, storage_options=storage).to_pyarrow_table(columns=["f", "n"])
+        except Exception:  # no target table yet
+            return False
+        return len(rows) >= sum(expected.values())
+
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    with FaultProxy(endpoint.url, rate=0.10, seed=11) as proxy:
+        capture = _args(["capture", "--once"], stack, proxy)
+        capture_codes = _runs_until(
+            lambda _: drained(), lambda: run_cli(capture).returncode, deadline_seconds=300
+        )
+        backfill = _args(["backfill", "--source", f"s3://{stack.bucket}"], stack, proxy)
+        backfill_codes = _runs_until(
+            lambda codes: bool(codes) and codes[-1] == 0,  # a complete pass
+            lambda: run_cli(backfill).returncode,
+            deadline_seconds=300,
+        )
+        ingest = _args(["ingest", "--once"], stack, proxy, **ingest_conf)
+        ingest_codes = _runs_until(
+            lambda _: landed(), lambda: run_cli(ingest, env=env, timeout=300).returncode, deadline_seconds=600
+        )
+
+    table = DeltaTable(target, storage_options=storage).to_pyarrow_table(columns=["f", "n"])
+    assert Counter(zip(table.column("f").to_pylist(), table.column("n").to_pylist(), strict=True)) == expected
+    codes = capture_codes + backfill_codes + ingest_codes
+    assert set(codes) <= {0, 1}, (capture_codes, backfill_codes, ingest_codes)  # never a crash
+    kinds = Counter(i.kind for i in proxy.injected)
+    print(f"\nfaults injected {dict(kinds)} of {len(proxy.injected) + proxy.forwarded} requests; exit codes "
+          f"of the runs: capture {capture_codes}, backfill {backfill_codes}, ingest {ingest_codes}")
+    assert sum(kinds.values()) > 0
