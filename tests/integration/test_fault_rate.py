@@ -5,10 +5,13 @@ scheduler would; in the end every line lands exactly once."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,3 +117,67 @@ def test_capture_backfill_and_ingest_with_ten_percent_of_requests_failing_land_e
     print(f"\nfaults injected {dict(kinds)} of {len(proxy.injected) + proxy.forwarded} requests; exit codes "
           f"of the runs: capture {capture_codes}, backfill {backfill_codes}, ingest {ingest_codes}")
     assert sum(kinds.values()) > 0
+
+
+def _wait_for(condition: Callable[[], bool], *, deadline_seconds: float, alive: list[subprocess.Popen[bytes]],
+              logs: list[Path]) -> None:
+    """Wait on `condition` (polling, generous deadline); the processes must stay alive meanwhile."""
+    deadline = time.monotonic() + deadline_seconds
+    while not condition():
+        dead = [p.args for p in alive if p.poll() is not None]
+        assert not dead, (dead, [log.read_text()[-3000:] for log in logs])
+        assert time.monotonic() < deadline, [log.read_text()[-3000:] for log in logs]
+        time.sleep(0.5)  # polling a condition, not waiting for time to pass
+
+
+def test_continuous_processes_ride_out_thirty_percent_faults_and_catch_up_without_a_restart(
+    make_stack, s3, endpoint, aws_options, tmp_path
+):
+    stack = make_stack(metadata_on_s3=True, VisibilityTimeout="5")
+    target = stack.metadata_path.rsplit("/", 1)[0] + "/events"
+    storage = aws.delta_storage_options(aws_options)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    exe = str(Path(sys.executable).with_name("s3events"))
+    expected = Counter((f, n) for f in range(FILES) for n in range(LINES))
+
+    def rows() -> Counter[tuple[int, int]]:
+        try:
+            table = DeltaTable(target, storage_options=storage).to_pyarrow_table(columns=["f", "n"])
+        except Exception:  # no target table yet
+            return Counter()
+        return Counter(zip(table.column("f").to_pylist(), table.column("n").to_pylist(), strict=True))
+
+    with FaultProxy(endpoint.url, rate=0.30, seed=5) as proxy:
+        conf = {
+            "ingest__targets": "events",
+            "ingest__target__events__path": target,
+            "ingest__target__events__format": "json",
+            "spark__master": "local[1]",
+        }
+        logs = [tmp_path / "capture.log", tmp_path / "ingest.log"]
+        continuous = ["--continuous", "--min-sync-interval-seconds", "1"]
+        processes = [
+            subprocess.Popen(
+                [exe, *_args([command, *continuous], stack, proxy, **conf)],
+                stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env,
+            )
+            for command, log in zip(("capture", "ingest"), logs, strict=True)
+        ]
+        try:
+            for f in range(FILES):
+                body = "".join(f'{{"f": {f}, "n": {n}}}\n' for n in range(LINES))
+                s3.put_object(Bucket=stack.bucket, Key=f"in/{f}.json", Body=body.encode())
+            # The outage: a third of all requests fail until both processes have met plenty of faults.
+            _wait_for(lambda: len(proxy.injected) >= 60, deadline_seconds=300, alive=processes, logs=logs)
+            during = len(proxy.injected)
+            proxy.rate = 0.0  # recovery: the same processes, no restart
+            _wait_for(lambda: rows() == expected, deadline_seconds=300, alive=processes, logs=logs)
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            codes = [process.wait(timeout=120) for process in processes]
+
+    assert codes == [0, 0], [log.read_text()[-3000:] for log in logs]
+    assert rows() == expected
+    print(f"\n{during} faults injected at 30% before recovery; every line landed once after it")
