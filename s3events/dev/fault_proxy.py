@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import random
 import re
 import socket
@@ -26,6 +27,8 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 FaultKind = Literal["drop_before", "drop_after", "status"]
+STAT_NAMES = ("requests", "list_requests", "listed_keys")
+CONTROL = "/__fault_proxy/"  # GET .../stats answers `stats` as JSON; POST .../reset zeroes them
 _HOP_BY_HOP = {
     "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"
 }
@@ -72,6 +75,8 @@ class FaultProxy:
     random_kinds: tuple[FaultKind, ...] = ("status", "drop_before", "drop_after")
     injected: list[Injected] = field(default_factory=list)
     forwarded: int = 0
+    # Requests forwarded, by S3 LIST and keys those LISTs returned: what a caller's work costs the store.
+    stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAT_NAMES, 0))
     _random: random.Random = field(init=False, repr=False)
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -103,6 +108,19 @@ class FaultProxy:
                 return Fault(kind, status=503, code="SlowDown" if not operation else "ServiceUnavailable")
             self.forwarded += 1
             return None
+
+    def _count(self, method: str, path: str, payload: bytes) -> None:
+        with self._lock:
+            self.stats["requests"] += 1
+            if method == "GET" and "list-type=2" in path:
+                self.stats["list_requests"] += 1
+                self.stats["listed_keys"] += payload.count(b"<Key>")
+
+    def _control(self, path: str) -> bytes:
+        with self._lock:
+            if path.endswith("/reset"):
+                self.stats = dict.fromkeys(STAT_NAMES, 0)
+            return json.dumps(self.stats).encode()
 
     def start(self) -> FaultProxy:
         self._server = _QuietServer(("127.0.0.1", 0), _handler(self))
@@ -158,6 +176,9 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _handle(self) -> None:
             body = self._body()
+            if self.path.startswith(CONTROL):
+                self._answer(200, proxy._control(self.path), "application/json")
+                return
             fault = proxy._pick(self.command, self.path, _operation(self.headers.get("X-Amz-Target"), body))
             if fault is not None and fault.kind == "drop_before":
                 self._cut()
@@ -181,6 +202,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if fault is not None:  # drop_after: it happened, but the caller will never know
                 self._cut()
                 return
+            proxy._count(self.command, self.path, payload)
             self.send_response(status, reason)
             for name, value in answer_headers:
                 if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
@@ -195,8 +217,11 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{fault.code}</Code>"
                 f"<Message>injected by the fault proxy</Message></Error>"
             ).encode()
-            self.send_response(fault.status)
-            self.send_header("Content-Type", "application/xml")
+            self._answer(fault.status, payload, "application/xml")
+
+        def _answer(self, status: int, payload: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             if self.command != "HEAD":
@@ -214,3 +239,24 @@ def _operation(target: str | None, body: bytes) -> str:
         return target.rsplit(".", 1)[-1]
     found = re.search(rb"(?:^|&)Action=([A-Za-z]+)", body)
     return found.group(1).decode() if found else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m s3events.dev.fault_proxy UPSTREAM_URL`: serve a proxy in a process of its own (a
+    caller that uses deltalake must not host it: delta-rs holds the GIL in some blocking calls); prints
+    its URL on the first line, then serves until killed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m s3events.dev.fault_proxy")
+    parser.add_argument("upstream")
+    parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    proxy = FaultProxy(args.upstream, rate=args.rate, seed=args.seed).start()
+    print(proxy.url, flush=True)
+    threading.Event().wait()  # until killed
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
