@@ -73,6 +73,10 @@ class FaultProxy:
     rate: float = 0.0
     seed: int = 0
     random_kinds: tuple[FaultKind, ...] = ("status", "drop_before", "drop_after")
+    # The endpoint is gone: every request's connection is cut before it reaches the endpoint (counted in
+    # `refused`, not `injected`), until this is set back to False.
+    down: bool = False
+    refused: int = 0
     injected: list[Injected] = field(default_factory=list)
     forwarded: int = 0
     # Requests forwarded, by S3 LIST and keys those LISTs returned: what a caller's work costs the store.
@@ -97,6 +101,9 @@ class FaultProxy:
 
     def _pick(self, method: str, path: str, operation: str) -> Fault | None:
         with self._lock:
+            if self.down:
+                self.refused += 1
+                return Fault("drop_before")
             for fault in self.faults:
                 if fault.matches(method, path, operation):
                     fault.times -= 1

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
-from s3events.errors import FatalError
+from s3events.errors import FatalError, TransientError
 from s3events.infra import delta
 from s3events.infra.aws import StorageOptions, resolve
+from s3events.infra.delta_errors import translate
 from s3events.ingest.model import FileRef
 from s3events.metadata.table import METADATA_SCHEMA_VERSION
 
@@ -33,7 +35,10 @@ class MetadataFeed:
         table = self._open()
         if table is None:
             return None
-        table.update_incremental()
+        try:
+            table.update_incremental()
+        except (OSError, DeltaError) as exc:  # e.g. the endpoint is unreachable: transient, one line
+            raise translate(exc, action="cannot read the metadata table", path=self.path) from exc
         return int(table.version())
 
     def changes_after(self, version: int, *, up_to: int) -> Changes:
@@ -50,6 +55,9 @@ class MetadataFeed:
             )
             changes = pa.RecordBatchReader.from_stream(reader).read_all()
         except Exception as exc:  # delta-rs raises generic errors for vacuumed or missing versions
+            translated = translate(exc, action="cannot read the metadata table's changes", path=self.path)
+            if isinstance(translated, TransientError):  # an outage or throttling, not a missing version
+                raise translated from exc
             raise FatalError(
                 f"cannot read changes of the metadata table {self.path} after version {version}: {exc}. "
                 "If old versions were vacuumed, restart the target with --checkpoint at a version "
