@@ -39,6 +39,7 @@ TYPES = pa.schema(
         ("d", pa.float64()),
         ("b", pa.bool_()),
         ("ts", pa.timestamp("us", tz="UTC")),
+        ("ntz", pa.timestamp("us")),  # TIMESTAMP_NTZ (a schema DDL may ask for it): a table feature
         ("dt", pa.date32()),
         ("dec", pa.decimal128(10, 2)),
         ("wide", pa.decimal128(38, 6)),
@@ -53,6 +54,10 @@ def ts(day: int, micros: int) -> datetime:
     return datetime(2026, 3, day, 12, 0, 0, micros, tzinfo=UTC)
 
 
+def ntz(day: int, micros: int) -> datetime:
+    return datetime(2026, 4, day, 0, 0, 0, micros)
+
+
 LONG_A = "a" * 31 + "é" + "tail beyond the 32-character prefix"
 LONG_M = "m" * 30 + "🙂🙂" + "and more"  # a prefix ending in a character outside the BMP
 # Three files with disjoint ranges in every column that has bounds, and nulls in some of them.
@@ -64,6 +69,7 @@ FILES: list[dict[str, list[Any]]] = [
         "d": [-2.5, -0.125, 0.0, None],
         "b": [True, True, None, True],
         "ts": [ts(1, 1), ts(1, 999_999), ts(2, 500), None],
+        "ntz": [None, ntz(1, 1500), ntz(1, 1), ntz(2, 0)],
         "dt": [date(2026, 1, 1), date(2026, 1, 5), None, date(2026, 1, 9)],
         "dec": [Decimal("-10.50"), Decimal("0.01"), Decimal("3.33"), None],
         "wide": [Decimal("1.000001"), None, Decimal("2.5"), Decimal("3")],
@@ -78,6 +84,7 @@ FILES: list[dict[str, list[Any]]] = [
         "d": [10.5, 11.25, 12.0, None],
         "b": [False, False, None, False],
         "ts": [ts(10, 123_456), ts(10, 123_457), ts(11, 0), None],
+        "ntz": [ntz(10, 0), None, ntz(10, 999), ntz(12, 123_456)],
         "dt": [date(2026, 2, 1), date(2026, 2, 10), date(2026, 2, 20), None],
         "dec": [Decimal("100.00"), Decimal("150.25"), Decimal("199.99"), None],
         "wide": [Decimal("10"), Decimal("11.123456"), None, None],
@@ -92,6 +99,7 @@ FILES: list[dict[str, list[Any]]] = [
         "d": [1e10, 1e10 + 0.5, 2e10, None],
         "b": [None, None, None, None],
         "ts": [ts(20, 0), ts(25, 1), ts(28, 999_000), None],
+        "ntz": [ntz(20, 1), ntz(21, 0), None, None],
         "dt": [date(2026, 12, 1), date(2026, 12, 24), date(2026, 12, 31), None],
         "dec": [Decimal("1000.00"), Decimal("99999999.99"), Decimal("5000.50"), None],
         "wide": [None, None, Decimal("99999999999999999999999999999999.999999"), None],
@@ -107,6 +115,8 @@ def sql_literal(column: str, value: Any) -> str:
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return f"TIMESTAMP_NTZ '{value:%Y-%m-%d %H:%M:%S.%f}'"
     if isinstance(value, datetime):
         return f"TIMESTAMP '{value.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}'"
     if isinstance(value, date):
@@ -166,6 +176,7 @@ def test_filters_on_every_column_type_return_what_delta_rs_returns(delta_spark, 
         *probes_for("l", [50, 9_000_000_000_003]),
         *probes_for("d", [5.0]),
         *probes_for("ts", [ts(10, 123_455), ts(28, 999_001)]),
+        *probes_for("ntz", [ntz(1, 1000), ntz(10, 1000)]),
         *probes_for("dt", [date(2026, 1, 20)]),
         *probes_for("dec", [Decimal("50.00")]),
         Probe("wide = 2.5", lambda r: r["wide"] == Decimal("2.5")),
