@@ -14,7 +14,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from s3events.errors import CommitConflict, FatalError
-from s3events.infra.delta_errors import translate
+from s3events.infra.delta_errors import recognised, translate
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,14 @@ def open_table(path: str, storage_options: Mapping[str, str], *, kind: str = "De
         return None
     except (OSError, DeltaError) as exc:
         raise translate(exc, action=f"cannot open the {kind} table", path=path) from exc
+
+
+def update(table: DeltaTable, *, path: str, kind: str = "Delta") -> None:
+    """`table.update_incremental()`, its storage errors fatal or transient in one line."""
+    try:
+        table.update_incremental()
+    except (OSError, DeltaError) as exc:
+        raise translate(exc, action=f"cannot read the {kind} table", path=path) from exc
 
 
 def open_or_create(
@@ -134,3 +142,8 @@ def committing(path: str, *, kind: str = "Delta") -> Iterator[None]:
         raise as_conflict(exc) from exc
     except OSError as exc:
         raise translate(exc, action=f"cannot commit to the {kind} table", path=path) from exc
+    except DeltaError as exc:  # e.g. a MERGE whose data file the file system refused
+        known = recognised(exc, action=f"cannot commit to the {kind} table", path=path)
+        if known is None:
+            raise  # not seen before: its traceback helps whoever looks
+        raise known from exc

@@ -50,7 +50,7 @@ _RULES = (
     _rule(r"timed out|\btimeout\b|RequestTimeout", False, "the request timed out ({match})", _ENDPOINT_HINT),
     _rule(r"Not a directory|NotADirectory", True, "a parent of the path is a file, not a directory",
           "check the table path"),
-    _rule(r"Permission denied|PermissionDenied", True, "permission denied",
+    _rule(r"Permission denied|PermissionDenied|Operation not permitted", True, "permission denied ({match})",
           "check that this user may write the directory of the table path"),
     _rule(r"Read-only file system|ReadOnlyFilesystem", True, "the file system is read-only",
           "check the table path"),
@@ -87,6 +87,17 @@ def translate(exc: BaseException, *, action: str, path: str) -> FatalError | Tra
     `action` says what was attempted, e.g. "cannot open the metadata table". Errors the rules do not know
     are transient when they are I/O errors (OSError: the store may answer next time), fatal otherwise (the
     table itself is not what it should be)."""
+    known = recognised(exc, action=action, path=path)
+    if known is not None:
+        return known
+    text = plain(str(exc))
+    message = f"{action} at {path}: {_short(text) or type(exc).__name__}"
+    return TransientError(message) if isinstance(exc, OSError) else FatalError(message)
+
+
+def recognised(exc: BaseException, *, action: str, path: str) -> FatalError | TransientError | None:
+    """`translate(exc)` when one of the rules knows the error, else None (an error nobody has seen yet:
+    the caller may rather let it through with its traceback)."""
     text = plain(str(exc))
     for rule in _RULES:
         matches = list(rule.pattern.finditer(text))
@@ -97,5 +108,4 @@ def translate(exc: BaseException, *, action: str, path: str) -> FatalError | Tra
             hint = rule.hint.format(bucket=bucket, path=path)
             message = f"{action} at {path}: {reason}: {hint}"
             return FatalError(message) if rule.fatal else TransientError(message)
-    message = f"{action} at {path}: {_short(text) or type(exc).__name__}"
-    return TransientError(message) if isinstance(exc, OSError) else FatalError(message)
+    return None

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
 
 from s3events.errors import FatalError, TransientError
 from s3events.infra import delta
@@ -35,10 +34,7 @@ class MetadataFeed:
         table = self._open()
         if table is None:
             return None
-        try:
-            table.update_incremental()
-        except (OSError, DeltaError) as exc:  # e.g. the endpoint is unreachable: transient, one line
-            raise translate(exc, action="cannot read the metadata table", path=self.path) from exc
+        delta.update(table, path=self.path, kind="metadata")  # an outage: a TransientError in one line
         return int(table.version())
 
     def changes_after(self, version: int, *, up_to: int) -> Changes:

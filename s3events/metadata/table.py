@@ -153,7 +153,7 @@ class _IdentityTable:
             )
             self._opened_at = time.monotonic()
         else:
-            self._table.update_incremental()
+            delta.update(self._table, path=self.path, kind=self._kind)
         return self._table
 
     def _window_start(self, batch: pa.Table) -> datetime:

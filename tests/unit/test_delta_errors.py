@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from s3events.errors import FatalError, TransientError
-from s3events.infra.delta_errors import plain, translate
+from s3events.infra.delta_errors import plain, recognised, translate
 
 ARROW = "\x1b[31m↳\x1b[0m"
 NO_SUCH_BUCKET = (
@@ -81,6 +81,8 @@ def test_refused_connection_is_transient_and_points_at_the_endpoint():
         ("Generic S3 error: <Code>NoSuchBucket</Code>", "the bucket b does not exist"),
         (UNDER_A_FILE, "a parent of the path is a file"),
         ("Os { code: 13, kind: PermissionDenied, message: \"Permission denied\" }", "permission denied"),
+        # An immutable directory (chattr +i) refuses even root, with EPERM rather than EACCES.
+        ("Unable to open file /t/p.parquet#1: Operation not permitted (os error 1)", "permission denied"),
         ("Generic S3 error: 404 Not Found", "not found (404)"),
     ],
 )
@@ -139,3 +141,8 @@ def test_around_a_commit_a_lost_race_is_a_conflict_and_a_storage_error_is_transl
     with pytest.raises(FatalError) as fatal, committing("s3://nobucket/t"):
         raise OSError(NO_SUCH_BUCKET)
     _one_line_without_colours(str(fatal.value))
+
+
+def test_an_error_no_rule_knows_is_not_recognised():
+    assert recognised(OSError("something nobody has seen"), action="cannot commit", path="/t") is None
+    assert isinstance(recognised(OSError(REFUSED), action="cannot commit", path="/t"), TransientError)
