@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -38,6 +39,8 @@ _FATAL_CODES = {
     "ExpiredToken": "the session token has expired",
     "KMS.AccessDeniedException": "access to the queue's KMS key is denied",
 }
+_BODY_CODE = re.compile(r"<Code>([^<]+)</Code>")
+_BODY_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 _TRANSIENT_CODES = {
     "Throttling",
     "ThrottlingException",
@@ -159,12 +162,17 @@ def classify(exc: BaseException, *, action: str) -> FatalError | TransientError:
     if isinstance(exc, botocore.exceptions.ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
+        message = " ".join(str(error.get("Message", "")).split())  # one line
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        body_code = _BODY_CODE.search(message)
+        if code.isdigit() and body_code:  # a body botocore could not parse (XML for a JSON protocol)
+            code = body_code.group(1)
+            message = body_message.group(1) if (body_message := _BODY_MESSAGE.search(message)) else ""
         if code in _FATAL_CODES:
-            return FatalError(f"{action}: {_FATAL_CODES[code]} ({code}: {error.get('Message', '')})")
+            return FatalError(f"{action}: {_FATAL_CODES[code]} ({code}: {message})")
         if code in _TRANSIENT_CODES or status >= 500:
-            return TransientError(f"{action}: {code or status} {error.get('Message', '')}".strip())
-        return FatalError(f"{action}: {code}: {error.get('Message', '')}")
+            return TransientError(f"{action}: {code or status} {message}".strip())
+        return FatalError(f"{action}: {code}: {message}")
     if isinstance(exc, botocore.exceptions.NoCredentialsError):
         return FatalError(
             f"{action}: no AWS credentials found in the credential chain "
