@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/long_run.py [--commits 20000] [--marks 1000,5000,10000,20000]
         [--variants on,off] [--endpoint local|moto|both] [--off-commits 3000] [--seconds-per-commit 5]
-        [--ingest-every 20] [--block 200] [--seed 7]
+        [--ingest-every 20] [--block 200] [--seed 7] [--count-requests]
 
 What a quiet queue makes capture do for weeks: one `MetadataTable.commit` per cycle of 1-10 events
 (the project's own MERGE: insert-if-absent on event_id within the 15-day dedupe window, re-creation
@@ -22,19 +22,25 @@ it with the checkpoint (ingest's per-batch Delta work, without Spark reading the
 At each mark the p50/p99 of the last `--block` capture commits, the p50 of the ingest steps in the same
 stretch, and the metadata table's data files and `_delta_log` entries are printed; then, per variant,
 the ratio of the p50 at the last mark to the p50 at the first (goal with maintenance on: <= 1.2).
-`--endpoint moto` keeps the tables in the local S3 endpoint (moto_server) instead of a local directory.
+`--endpoint moto` keeps the tables in the local S3 endpoint (moto_server) instead of a local directory;
+with `--count-requests` the tables' S3 requests go through a counting proxy and each mark also prints the
+median S3 requests and LISTed keys per capture commit: the work a real S3 does for a commit, which moto's
+own timings hide (moto walks the whole bucket on every LIST, real S3 starts at `start-after`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,6 +78,8 @@ class Mark:
     ingest_p50: float | None
     data_files: int
     log_entries: int
+    requests: float | None = None  # per capture commit (median of the block), with --count-requests
+    listed_keys: float | None = None
 
 
 @dataclass
@@ -150,6 +158,25 @@ class Ingest:
         return time.perf_counter() - started
 
 
+class RequestCounter:
+    """The counting proxy's figures (s3events.dev.fault_proxy in a process of its own): S3 requests of
+    one capture commit and the keys its LISTs returned, i.e. the work a real S3 would do for it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def _call(self, action: str, method: str) -> dict[str, int]:
+        request = urllib.request.Request(f"{self.url}/__fault_proxy/{action}", method=method)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return dict(json.loads(answer.read()))
+
+    def reset(self) -> None:
+        self._call("reset", "POST")
+
+    def read(self) -> dict[str, int]:
+        return self._call("stats", "GET")
+
+
 def table_shape(path: str, storage: dict[str, str]) -> tuple[int, int]:
     from deltalake import DeltaTable
 
@@ -166,7 +193,12 @@ def table_shape(path: str, storage: dict[str, str]) -> tuple[int, int]:
 
 
 def run_variant(
-    name: str, root: str, storage: dict[str, str], options: aws.AwsOptions, args: argparse.Namespace
+    name: str,
+    root: str,
+    storage: dict[str, str],
+    options: aws.AwsOptions,
+    args: argparse.Namespace,
+    counter: RequestCounter | None = None,
 ) -> Variant:
     maintained = name.endswith("on")
     commits = args.commits if maintained else min(args.commits, args.off_commits)
@@ -184,11 +216,17 @@ def run_variant(
     variant = Variant(name)
     capture_times: list[float] = []
     ingest_times: list[tuple[int, float]] = []
+    requests: list[tuple[int, int]] = []  # (requests, listed keys) of each capture commit
     for i in range(1, commits + 1):
         records = workload.cycle()
+        if counter is not None:
+            counter.reset()
         started = time.perf_counter()
         metadata.commit(records, custom_metadata={"s3events.writer": "benchmark"})
         capture_times.append(time.perf_counter() - started)
+        if counter is not None:
+            stats = counter.read()
+            requests.append((stats["requests"], stats["listed_keys"]))
         if i % args.ingest_every == 0:
             ingest_times.append((i, ingest.step()))
         clock.now += args.seconds_per_commit
@@ -200,6 +238,7 @@ def run_variant(
             block = capture_times[-args.block :]
             stretch = [t for n, t in ingest_times if n > i - args.block * 5]
             files, logs = table_shape(metadata_path, storage)
+            counted = requests[-args.block :]
             mark = Mark(
                 i,
                 ms(block, 0.5),
@@ -207,13 +246,20 @@ def run_variant(
                 ms(stretch, 0.5) if stretch else None,
                 files,
                 logs,
+                statistics.median(r for r, _ in counted) if counted else None,
+                statistics.median(k for _, k in counted) if counted else None,
             )
             variant.marks.append(mark)
             ingest_text = f"{mark.ingest_p50:8.1f}" if mark.ingest_p50 is not None else "       -"
+            counted_text = (
+                f"  S3 requests/commit {mark.requests:.0f}, keys listed/commit {mark.listed_keys:.0f}"
+                if mark.requests is not None
+                else ""
+            )
             print(
                 f"{name:10s} {i:7d} commits: capture p50 {mark.capture_p50:7.1f} ms  p99 "
                 f"{mark.capture_p99:7.1f} ms  ingest p50 {ingest_text} ms  metadata files {files:6d}  "
-                f"log entries {logs:6d}",
+                f"log entries {logs:6d}{counted_text}",
                 flush=True,
             )
     return variant
@@ -235,17 +281,37 @@ def settings_for(metadata_path: str, options: aws.AwsOptions) -> Settings:
 
 
 @contextmanager
-def endpoint_for(kind: str) -> Iterator[tuple[str, dict[str, str], aws.AwsOptions]]:
-    """(table root, delta storage options, AwsOptions) of a local directory or the moto endpoint."""
+def endpoint_for(
+    kind: str, *, count_requests: bool = False
+) -> Iterator[tuple[str, dict[str, str], aws.AwsOptions, RequestCounter | None]]:
+    """(table root, delta storage options, AwsOptions, request counter) of a local directory or the moto
+    endpoint; with `count_requests`, table I/O goes through a counting proxy in a process of its own."""
     with tempfile.TemporaryDirectory() as tmp:
         if kind == "local":
-            yield tmp, {}, aws.AwsOptions()
+            yield tmp, {}, aws.AwsOptions(), None
             return
         os.environ.update(LOCAL_ENV)
         with LocalEndpoint() as endpoint:
-            options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
-            aws.client(options, "s3").create_bucket(Bucket="lake")
-            yield "s3://lake", aws.delta_storage_options(options), options
+            aws.client(aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url), "s3").create_bucket(
+                Bucket="lake"
+            )
+            if not count_requests:
+                options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
+                yield "s3://lake", aws.delta_storage_options(options), options, None
+                return
+            proxy = subprocess.Popen(
+                [sys.executable, "-m", "s3events.dev.fault_proxy", endpoint.url],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert proxy.stdout is not None
+                url = proxy.stdout.readline().strip()
+                options = aws.AwsOptions(region="us-east-1", endpoint_url=url)
+                yield "s3://lake", aws.delta_storage_options(options), options, RequestCounter(url)
+            finally:
+                proxy.terminate()
+                proxy.wait(timeout=30)
 
 
 def main() -> int:
@@ -264,25 +330,34 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=200)
     parser.add_argument("--target-file-bytes", type=int, default=128 << 20)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--count-requests",
+        action="store_true",
+        help="moto: count each capture commit's S3 requests and LISTed keys through a proxy",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     results = []
     for kind in ("local", "moto") if args.endpoint == "both" else (args.endpoint,):
-        with endpoint_for(kind) as (root, storage, options):
+        with endpoint_for(kind, count_requests=args.count_requests) as (root, storage, options, counter):
             for maintenance in args.variants.split(","):
                 name = f"{kind}-{maintenance}"
-                results.append(run_variant(name, root, storage, options, args))
+                results.append(run_variant(name, root, storage, options, args, counter))
     print()
     print(
-        "| variant | commits | capture p50 ms | capture p99 ms | ingest p50 ms | metadata files | log files |"
+        "| variant | commits | capture p50 ms | capture p99 ms | ingest p50 ms | metadata files | log files "
+        "| S3 requests / commit | keys listed / commit |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for variant in results:
         for m in variant.marks:
             ingest_text = f"{m.ingest_p50:.1f}" if m.ingest_p50 is not None else "-"
+            counted = "- | -"
+            if m.requests is not None and m.listed_keys is not None:
+                counted = f"{m.requests:.0f} | {m.listed_keys:.0f}"
             print(
                 f"| {variant.name} | {m.commits} | {m.capture_p50:.1f} | {m.capture_p99:.1f} | {ingest_text} "
-                f"| {m.data_files} | {m.log_entries} |"
+                f"| {m.data_files} | {m.log_entries} | {counted} |"
             )
     print()
     for variant in results:
