@@ -72,11 +72,19 @@ class Backfill:
     """The backfill stage. `run_once()` runs one pass over the given sources."""
 
     def __init__(
-        self, lister: Lister, table: Table, *, on_pass: Callable[[BackfillReport], None] | None = None
+        self,
+        lister: Lister,
+        table: Table,
+        *,
+        on_pass: Callable[[BackfillReport], None] | None = None,
+        uploaded_again_after: timedelta | None = None,
     ) -> None:
         self._lister = lister
         self._table = table
         self._on_pass = on_pass  # sees every pass's report (metrics)
+        # capture's dedupe window: the same content listed this much later than its known event is a new
+        # upload, as capture would record it (None: any known identity is known)
+        self._uploaded_again_after = uploaded_again_after
 
     @property
     def table(self) -> Table:
@@ -154,7 +162,12 @@ class Backfill:
         self, pending: _Backlog, known: pa.Table, report: BackfillReport, options: BackfillOptions
     ) -> None:
         listed, pending.listed = pending.listed, []
-        absent = unknown_positions([e.event_id for _, e in listed], known)
+        absent = unknown_positions(
+            [e.event_id for _, e in listed],
+            known,
+            listed_at=[e.event_time for _, e in listed],
+            window=self._uploaded_again_after,
+        )
         for position, (source, event) in enumerate(listed):
             counts = report.sources[source.uri]
             if position not in absent:
@@ -181,14 +194,17 @@ class Backfill:
 
 def build_backfill(settings: Settings, *, page_size: int = 1000, metrics: Metrics | None = None) -> Backfill:
     options = aws.options_from(settings)
+    window = timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS))
     table = BackfillTable(
         settings.require(keys.METADATA_TABLE_PATH),
         storage_options=aws.FreshStorageOptions(options),
         commit_attempts=settings.get(keys.CAPTURE_COMMIT_MAX_ATTEMPTS),
-        dedupe_window=timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS)),
+        dedupe_window=window,
     )
     on_pass = metrics.backfill.record if metrics is not None else None
-    return Backfill(S3Lister(options, page_size=page_size), table, on_pass=on_pass)
+    return Backfill(
+        S3Lister(options, page_size=page_size), table, on_pass=on_pass, uploaded_again_after=window
+    )
 
 
 def configured_sources(settings: Settings) -> list[Source]:

@@ -49,7 +49,7 @@ class BackfillTable:
         )
 
     def known_ids(self, buckets: Sequence[str]) -> pa.Table:
-        """The `event_id`s of objects in `buckets` the table knows as existing: one Arrow column.
+        """The `event_id`s of objects in `buckets` the table knows as existing, with their event times.
 
         An object whose latest recorded event is a removal is not known: if the listing shows it, it was
         created again and its notification was lost, so the pass writes it (a re-creation, `RECREATED`).
@@ -66,18 +66,18 @@ class BackfillTable:
             filter=in_buckets & (delta.text_field("event_kind") == "removed"),
         )
         if removed.num_rows == 0:
-            return dataset.to_table(columns=["event_id"], filter=created)
+            return dataset.to_table(columns=["event_id", "event_time"], filter=created)
         last_removed = removed.group_by(["bucket", "key"]).aggregate([("event_time", "max")])
         # Only created rows of removed keys need the comparison; the rest are known as they are.
         removed_keys = delta.text_field("key").isin(pc.unique(last_removed.column("key")).cast(pa.string()))
-        plain = dataset.to_table(columns=["event_id"], filter=created & ~removed_keys)
+        plain = dataset.to_table(columns=["event_id", "event_time"], filter=created & ~removed_keys)
         candidates = dataset.to_table(
             columns=["event_id", "bucket", "key", "event_time"], filter=created & removed_keys
         ).join(last_removed, keys=["bucket", "key"], join_type="left outer")
         removal = candidates.column("event_time_max")
         alive = pc.or_kleene(pc.is_null(removal), pc.greater(candidates.column("event_time"), removal))
         return pa.concat_tables(
-            [plain, candidates.filter(alive).select(["event_id"])], promote_options="permissive"
+            [plain, candidates.filter(alive).select(["event_id", "event_time"])], promote_options="permissive"
         )
 
     def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:

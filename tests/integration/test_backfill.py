@@ -175,6 +175,37 @@ def test_object_uploaded_again_after_a_removal_whose_notification_was_lost_is_ba
     assert again.injected == 0
 
 
+@pytest.mark.parametrize(("recorded_days_ago", "injected"), [(5, 0), (30, 1)])
+def test_the_same_bytes_listed_later_than_the_dedupe_window_after_their_known_upload_are_a_new_upload(
+    plain_stack, s3, recorded_days_ago, injected
+):
+    # Capture's rule, followed by backfill: the same content uploaded again within the window is the same
+    # upload; after it, a new one (capture would record it as one too: its duplicate check reads the window).
+    from s3events.events.model import ObjectEvent
+    from s3events.events.record import EventRecord
+    from s3events.metadata.table import MetadataTable
+
+    stack = plain_stack
+    key = "again/same.json"
+    s3.put_object(Bucket=stack.bucket, Key=key, Body=b"same bytes")  # LastModified: now
+    etag = s3.head_object(Bucket=stack.bucket, Key=key)["ETag"].strip('"')
+    long_ago = datetime.now(UTC) - timedelta(days=recorded_days_ago)
+    event = ObjectEvent(
+        bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=long_ago, size=10, etag=etag
+    )
+    MetadataTable(stack.metadata_path, storage_options={}).commit(
+        [EventRecord(event=event, source="sqs", captured_at=long_ago, message_id="first")], custom_metadata={}
+    )
+
+    report = run_backfill(settings_for(stack), sources=[f"s3://{stack.bucket}/again/"])
+
+    assert report.injected == injected
+    rows = [r for r in rows_of(stack) if r["key"] == key]
+    assert len(rows) == 1 + injected and len({r["event_id"] for r in rows}) == 1
+    again = run_backfill(settings_for(stack), sources=[f"s3://{stack.bucket}/again/"])
+    assert again.injected == 0  # the new upload is known now
+
+
 def test_versioned_bucket_is_backfilled_by_latest_version_without_delete_markers(plain_stack, s3):
     stack = plain_stack
     s3.put_bucket_versioning(Bucket=stack.bucket, VersioningConfiguration={"Status": "Enabled"})
