@@ -80,6 +80,7 @@ __all__ = [
     "STATUS_MAX_CAPTURE_STALL_SECONDS",
     "STATUS_MAX_LAG_SECONDS",
     "TARGET_BUCKET",
+    "TARGET_CSV_FAST_PATH",
     "TARGET_ERROR_TABLE_PATH",
     "TARGET_FORMAT",
     "TARGET_GLOB",
@@ -98,6 +99,7 @@ __all__ = [
     "TARGET_READER_OPTIONS",
     "TARGET_RECORD_KEY",
     "TARGET_SCHEMA",
+    "TARGET_TEXT_FAST_PATH",
     "CheckpointStrategy",
     "LogFormat",
     "LogLevel",
@@ -435,6 +437,23 @@ TARGET_JSON_FAST_PATH: Key[bool] = _target(
     doc="json format: parse clean files whole with pyarrow on the executors (several times faster); "
     "files it cannot parse exactly as Spark would still take the line-by-line path. false = every "
     "file takes the line path.",
+)
+TARGET_CSV_FAST_PATH: Key[bool] = _target(
+    "csv.fast.path",
+    type=BoolType(),
+    default=True,
+    doc="csv format: parse clean files whole with pyarrow on the executors (several times faster), with "
+    "the header, sep/delimiter, quote and escape reader options; files it cannot parse exactly as Spark's "
+    "from_csv would (quotes inside fields, values of types it does not infer, other reader options) "
+    "still take the line-by-line path. false = every file takes the line path.",
+)
+TARGET_TEXT_FAST_PATH: Key[bool] = _target(
+    "text.fast.path",
+    type=BoolType(),
+    default=True,
+    doc="text format: split clean files into lines whole on the executors (several times faster); a file "
+    "with a line that is not UTF-8 still takes the line-by-line path. false = every file takes the line "
+    "path.",
 )
 TARGET_MODE: Key[TargetMode] = _target(
     "mode",

@@ -22,12 +22,21 @@ class TargetSpec:
     schema_ddl: str | None = None
     reader_options: Mapping[str, str] | None = None
     json_fast_path: bool = True
+    csv_fast_path: bool = True
+    text_fast_path: bool = True
     mode: keys.TargetMode = "append"
     record_key: tuple[str, ...] = ()
     ordering_field: str | None = None
     partition_by: tuple[str, ...] = ()
     on_missing_object: keys.OnMissingObject = "skip"
     on_object_removed: keys.OnObjectRemoved = "ignore"
+
+    @property
+    def fast_path(self) -> bool:
+        """Whether this target's format may take the fast path (parquet has none: see read_parquet)."""
+        return {"json": self.json_fast_path, "csv": self.csv_fast_path, "text": self.text_fast_path}.get(
+            self.format, False
+        )
 
     @property
     def app_id(self) -> str:
@@ -75,6 +84,8 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 schema_ddl=settings.get_for(name, keys.TARGET_SCHEMA),
                 reader_options=dict(settings.get_for(name, keys.TARGET_READER_OPTIONS)),
                 json_fast_path=settings.get_for(name, keys.TARGET_JSON_FAST_PATH),
+                csv_fast_path=settings.get_for(name, keys.TARGET_CSV_FAST_PATH),
+                text_fast_path=settings.get_for(name, keys.TARGET_TEXT_FAST_PATH),
                 mode=settings.get_for(name, keys.TARGET_MODE),
                 record_key=settings.get_for(name, keys.TARGET_RECORD_KEY),
                 ordering_field=settings.get_for(name, keys.TARGET_ORDERING_FIELD),

@@ -22,75 +22,47 @@ Exactness conditions, each cheap to check on the whole buffer:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from s3events.errors import TransientError
-from s3events.infra.aws import AwsOptions
-from s3events.ingest.files.lines import codec_for_key
-from s3events.ingest.files.objects import LINEAGE_FIELDS, ObjectReadError, lineage_columns, open_object
+from s3events.ingest.files.fast_parse import BOM, Parsed, has_blank_lines, line_count, valid_utf8
+from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
 
-MAX_OBJECT_BYTES = 128 << 20  # decompressed; larger objects stream through the line path
 _BLOCK_BYTES = 1 << 20  # pyarrow parses blocks in parallel; a longer line is retried as one block
-_BOM = b"\xef\xbb\xbf"
-_BLANK_INSIDE = re.compile(rb"\n[ \t\r]*\n")  # starts with a literal: scans at memchr speed
-_WHITESPACE = b" \t\r"
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGIT_RUN = b"0" * 19  # 19 digits can exceed 64 bits
 _RESERVED = {f.name for f in LINEAGE_FIELDS} | {"_ingested_at", "_corrupt_record"}
 # Types whose pyarrow parse matches Spark's from_json; a table with other column types uses the line path.
 _PLAIN = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()}
+JsonFile = Parsed  # the name the JSON fast path had before the other formats shared it
 
 
 @dataclass(frozen=True, slots=True)
-class JsonFile:
-    """A parsed object (lineage columns then data columns), or why it must take the line path."""
+class JsonParser:
+    """The JSON-lines parser of the fast path (see `parse_json_lines`)."""
 
-    table: pa.Table | None
-    reason: str | None = None
+    known: pa.Schema
+    declared: bool
+
+    @property
+    def schema_from_every_file(self) -> bool:
+        return False  # each line names its fields: files are independent
+
+    @property
+    def new_columns_sorted(self) -> bool:
+        return True
+
+    def parse(self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]) -> Parsed:
+        return parse_json_lines(data, file, etag, known=self.known, declared=self.declared, hints=hints)
 
 
 def fast_path_supports(schema: pa.Schema) -> bool:
     """Whether columns of these types parse the same in pyarrow as in Spark's from_json."""
     return all(_plain(f.type) for f in schema)
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """An object's decompressed content and etag, or why it cannot take the fast path."""
-
-    data: bytes | None
-    etag: str | None = None
-    reason: str | None = None
-
-
-def fetch(file: FileRef, options: AwsOptions) -> Fetched:
-    """GET exactly the event's object version (IfMatch) in one request and decompress it (gzip/zstd by
-    extension). Thread-safe: tasks fetch the next objects while they parse the current one.
-
-    Raises FatalError only for conditions no object gets past (credentials); everything else about
-    the object (404, 412, corrupt gzip, too large, ...) is a reason, and the line path records it.
-    """
-    try:
-        obj = open_object(file, options)
-        try:
-            if obj.size > MAX_OBJECT_BYTES:
-                return Fetched(None, reason="larger than the in-memory limit")
-            raw = obj.read()
-            etag = obj.etag
-        finally:
-            obj.close()
-    except (ObjectReadError, TransientError) as exc:
-        return Fetched(None, reason=str(exc))
-    data = _decompressed(raw, codec_for_key(file.key))
-    if data is None:
-        return Fetched(None, reason="compressed data is corrupt or too large")
-    return Fetched(data, etag)
 
 
 def parse_json_lines(
@@ -109,51 +81,28 @@ def parse_json_lines(
     `hints` (shared by the files of one task, updated here) remembers columns whose inferred type had
     to be corrected (a timestamp-looking string), so later files are parsed once instead of twice.
     """
-    if data.startswith(_BOM):
-        data = data[len(_BOM) :]
+    if data.startswith(BOM):
+        data = data[len(BOM) :]
     body = data[:-1] if data.endswith(b"\n") else data
     if not body:
         return JsonFile(None, "empty")
-    reason = _shape_problem(body)
-    if reason:
-        return JsonFile(None, reason)
+    if not valid_utf8(body):
+        return JsonFile(None, "not valid UTF-8")
+    if has_blank_lines(body):
+        return JsonFile(None, "has blank lines")
     try:
         table = _parse(data, known, declared, {} if hints is None else hints)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         return JsonFile(None, f"pyarrow: {exc}")
     if isinstance(table, str):
         return JsonFile(None, table)
-    lines = body.count(b"\n") + 1
+    lines = line_count(body)
     if table.num_rows != lines:
         return JsonFile(None, f"{table.num_rows} records on {lines} lines")
     lineage = lineage_columns(file, etag, 1, lines)
     return JsonFile(
         pa.Table.from_arrays([*lineage, *table.columns], schema=pa.schema([*LINEAGE_FIELDS, *table.schema]))
     )
-
-
-def _decompressed(raw: bytes, codec: str | None) -> bytes | None:
-    if codec is None:
-        return raw
-    try:
-        data: bytes = pa.input_stream(pa.py_buffer(raw), compression=codec).read(MAX_OBJECT_BYTES + 1)
-    except (OSError, pa.ArrowInvalid):
-        return None
-    return data if len(data) <= MAX_OBJECT_BYTES else None
-
-
-def _shape_problem(body: bytes) -> str | None:
-    buffer = pa.py_buffer(body)
-    offsets = pa.array([0, len(body)], pa.int64()).buffers()[1]
-    try:
-        pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, buffer]).cast(pa.large_string())
-    except pa.ArrowInvalid:
-        return "not valid UTF-8"
-    newline = body.find(b"\n")
-    first, last = body if newline < 0 else body[:newline], body[body.rfind(b"\n") + 1 :]
-    if not first.strip(_WHITESPACE) or not last.strip(_WHITESPACE) or _BLANK_INSIDE.search(body):
-        return "has blank lines"
-    return None
 
 
 def _read(data: bytes, explicit: pa.Schema | None, unexpected: str) -> pa.Table:

@@ -1,10 +1,14 @@
-"""The fast path of a JSON-lines append batch: each executor task fetches its files, parses each whole
-with pyarrow (arrow_json), adds lineage and writes Parquet, all in one Python pass per task.
+"""The fast path of an append batch: each executor task fetches its files, parses each whole with
+pyarrow, adds lineage and writes Parquet, all in one Python pass per task. One task for every format;
+the format's parser (`fast_json`, `fast_csv`, `fast_text`) decides what a file's rows are, or declines.
 
-What the fast path cannot do exactly is handed back: files arrow_json declines go to the line path
-(spark_ingest) in the same batch, and when the tasks' inferred types disagree with each other (a new
-column that is an integer in one task and a double in another) every fast file is discarded and the
-whole batch takes the line path, whose inference sees all files at once. Both paths give the same rows.
+What the fast path cannot do exactly is handed back: files a parser declines go to the line path in the
+same batch, and the whole batch takes the line path (every fast file discarded) when its files cannot
+be split between the paths: the tasks' inferred types disagree with each other (a new column that is an
+integer in one task and a double in another: the line path's inference sees all files at once), CSV
+files have different header lines (the line path names every file's columns after one of them), or a
+CSV batch that adds columns has a file the parser declined (its lines would have been part of the
+inference). Both paths give the same rows.
 """
 
 from __future__ import annotations
@@ -33,16 +37,13 @@ from s3events.infra.parquet_files import (
     to_row,
     write_partitioned,
 )
-from s3events.ingest.files.fast_json import (
-    Fetched,
-    JsonFile,
-    fast_path_supports,
-    fetch,
-    is_spark_like,
-    parse_json_lines,
-)
+from s3events.ingest.files import fast_csv, fast_json
+from s3events.ingest.files.fast_csv import CsvParser
+from s3events.ingest.files.fast_json import JsonParser, is_spark_like
+from s3events.ingest.files.fast_parse import FileParser, Parsed
+from s3events.ingest.files.fast_text import TextParser
 from s3events.ingest.files.frames import file_refs, files_frame
-from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS
+from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, Fetched, fetch
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec, key_path_value
 
@@ -56,6 +57,7 @@ _OUT_SCHEMA = pa.schema(
         pa.field("schema", pa.binary()),  # the written table's schema (null-typed columns included)
         pa.field("event_id", pa.string()),  # a file for the line path ...
         pa.field("reason", pa.string()),  # ... and why
+        pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
     ]
 )
 _FIXED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
@@ -73,11 +75,12 @@ class FastResult:
         return sum(f.num_records for f in self.files)
 
 
-def known_columns(
+def fast_parser(
     target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None
-) -> pa.Schema | None:
-    """The data columns with fixed types for the fast path, or None when the batch cannot take it."""
-    if target.format != "json" or target.mode != "append" or target.reader_options:
+) -> FileParser | None:
+    """The parser of the target's format with the data columns whose types are fixed (the declared
+    schema, or the table's), or None when the batch cannot take the fast path."""
+    if target.mode != "append" or not target.fast_path:
         return None
     if declared is not None:
         known = declared
@@ -85,7 +88,15 @@ def known_columns(
         known = pa.schema([f for f in existing if f.name not in _FIXED])
     else:
         known = pa.schema([])
-    return known if fast_path_supports(known) else None
+    if target.format == "json" and not target.reader_options and fast_json.fast_path_supports(known):
+        return JsonParser(known, declared is not None)
+    if target.format == "csv" and fast_csv.fast_path_supports(known):
+        options = fast_csv.csv_options(target.reader_options)
+        if options is not None and (options.header or declared is not None):
+            return CsvParser(known, declared is not None, options)
+    if target.format == "text":  # the line path reads no options and no schema for text
+        return TextParser()
+    return None
 
 
 def run_fast(
@@ -93,8 +104,7 @@ def run_fast(
     files: tuple[FileRef, ...],
     target: TargetSpec,
     *,
-    known: pa.Schema,
-    declared: bool,
+    parser: FileParser,
     existing: pa.Schema | None,
     aws: AwsOptions,
     ingested_at: datetime,
@@ -104,8 +114,7 @@ def run_fast(
     task = partial(
         _fast_partition,
         aws=aws,
-        known=known,
-        declared=declared,
+        parser=parser,
         table_uri=target.path,
         partition_by=target.partition_by,
         ingested_at=ingested_at,
@@ -118,13 +127,25 @@ def run_fast(
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
     schema = _table_schema(
         existing,
-        known,
+        parser.known,
         [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]],
         target.partition_by,
+        sort_new=parser.new_columns_sorted,
     )
-    if schema is None:  # the tasks disagree on a type: let the line path infer over all files
+    headers = {r["header"] for r in rows if r["header"] is not None}
+    adds_columns = schema is not None and (existing is None or set(schema.names) - set(existing.names))
+    whole_batch = (
+        "types differ between files"
+        if schema is None  # the tasks disagree on a type: let the line path infer over all files
+        else "header lines differ between files"
+        if len(headers) > 1
+        else "the batch's new columns are typed from every file"
+        if declined and adds_columns and parser.schema_from_every_file
+        else None
+    )
+    if whole_batch is not None:
         remove_data_files(target.path, written, aws)
-        return FastResult(rest=files, reasons={f.uri: "types differ between files" for f in files})
+        return FastResult(rest=files, reasons=dict.fromkeys((f.uri for f in files), whole_batch))
     rest = tuple(f for f in files if f.event_id in declined)
     return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest})
 
@@ -134,8 +155,12 @@ def _table_schema(
     known: pa.Schema,
     written: list[pa.Schema],
     partition_by: tuple[str, ...],
+    *,
+    sort_new: bool = True,
 ) -> pa.Schema | None:
-    """The table schema after the fast files, ordered as the line path orders it; None on a conflict."""
+    """The table schema after the fast files, ordered as the line path orders it (new columns sorted by
+    name, as Spark's JSON inference gives them, or with `sort_new=False` in the files' order, as a CSV
+    header gives them); None on a conflict."""
     types: dict[str, set[pa.DataType]] = {}
     for schema in written:
         for f in schema:
@@ -151,10 +176,11 @@ def _table_schema(
         if f.name in resolved and resolved[f.name] != f.type and f.name not in _FIXED:
             return None
     names = {f.name for f in base}
-    new_data = sorted(n for n in resolved if n not in names and n not in _FIXED and n not in partition_by)
-    new_partitions = [n for n in partition_by if n not in names and n in resolved]
+    new = [n for n in resolved if n not in names and n not in _FIXED]  # in the files' order
+    if sort_new:  # partition columns the records lack were appended to them: they stay last
+        new = sorted(n for n in new if n not in partition_by) + [n for n in partition_by if n in new]
     tail = [] if INGESTED_AT in names else [pa.field(INGESTED_AT, _TS)]
-    fields = [*base, *[pa.field(n, resolved[n]) for n in [*new_data, *new_partitions]], *tail]
+    fields = [*base, *[pa.field(n, resolved[n]) for n in new], *tail]
     return pa.schema([f.with_nullable(True) for f in fields])
 
 
@@ -165,8 +191,7 @@ def _fast_partition(
     batches: Iterator[pa.RecordBatch],
     *,
     aws: AwsOptions,
-    known: pa.Schema,
-    declared: bool,
+    parser: FileParser,
     table_uri: str,
     partition_by: tuple[str, ...],
     ingested_at: datetime,
@@ -175,13 +200,16 @@ def _fast_partition(
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
     hints: dict[str, pa.DataType] = {}
+    headers: set[str] = set()
     with ThreadPoolExecutor(max_workers=_FETCH_AHEAD, thread_name_prefix="s3events-fetch") as pool:
         for ref, fetched in _fetched_ahead(pool, list(file_refs(batches)), aws):
             parsed = (
-                parse_json_lines(fetched.data, ref, fetched.etag, known=known, declared=declared, hints=hints)
+                parser.parse(fetched.data, ref, fetched.etag, hints)
                 if fetched.data is not None
-                else JsonFile(None, fetched.reason)
+                else Parsed(None, fetched.reason)
             )
+            if parsed.header is not None:
+                headers.add(parsed.header)
             if parsed.table is None:
                 out.append({"event_id": ref.event_id, "reason": parsed.reason})
                 continue
@@ -192,6 +220,7 @@ def _fast_partition(
                 out.extend(_flush(pending, table_uri, aws, partition_by))
                 pending, held = [], 0
     out.extend(_flush(pending, table_uri, aws, partition_by))
+    out.extend({"header": header} for header in sorted(headers))
     yield pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
 
 

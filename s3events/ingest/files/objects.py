@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -270,6 +271,54 @@ def read_parquet(
             yield pa.RecordBatch.from_arrays([*batch.columns, *lineage], schema=schema)
     finally:
         obj.close()
+
+
+# -- whole objects (the fast path) ----------------------------------------------------------------------
+
+MAX_OBJECT_BYTES = 128 << 20  # decompressed; larger objects stream through the line path
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """An object's decompressed content and etag, or why it cannot take the fast path."""
+
+    data: bytes | None
+    etag: str | None = None
+    reason: str | None = None
+
+
+def fetch(file: FileRef, options: AwsOptions) -> Fetched:
+    """GET exactly the event's object version (IfMatch) in one request and decompress it (gzip/zstd by
+    extension). Thread-safe: tasks fetch the next objects while they parse the current one.
+
+    Raises FatalError only for conditions no object gets past (credentials); everything else about
+    the object (404, 412, corrupt gzip, too large, ...) is a reason, and the line path records it.
+    """
+    try:
+        obj = open_object(file, options)
+        try:
+            if obj.size > MAX_OBJECT_BYTES:
+                return Fetched(None, reason="larger than the in-memory limit")
+            raw = obj.read()
+            etag = obj.etag
+        finally:
+            obj.close()
+    except (ObjectReadError, TransientError) as exc:
+        return Fetched(None, reason=str(exc))
+    data = _decompressed(raw, codec_for_key(file.key))
+    if data is None:
+        return Fetched(None, reason="compressed data is corrupt or too large")
+    return Fetched(data, etag)
+
+
+def _decompressed(raw: bytes, codec: str | None) -> bytes | None:
+    if codec is None:
+        return raw
+    try:
+        data: bytes = pa.input_stream(pa.py_buffer(raw), compression=codec).read(MAX_OBJECT_BYTES + 1)
+    except (OSError, pa.ArrowInvalid):
+        return None
+    return data if len(data) <= MAX_OBJECT_BYTES else None
 
 
 class _RangedFile(io.RawIOBase):

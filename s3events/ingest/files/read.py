@@ -30,7 +30,7 @@ from s3events.infra.parquet_files import (
     write_partitioned,
     written_files_batch,
 )
-from s3events.ingest.files.fast_path import describe, known_columns, run_fast
+from s3events.ingest.files.fast_path import describe, fast_parser, run_fast
 from s3events.ingest.files.frames import file_refs, files_frame
 from s3events.ingest.files.objects import (
     INGESTED_AT,
@@ -61,7 +61,7 @@ class ReadOutput:
     files: list[WrittenFile] = field(default_factory=list)  # append mode: data files the executors wrote
     merge_rows: pa.Table | None = None  # merge mode: the batch's latest row per record key
     failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
-    fast_path_files: int = 0  # input files the JSON fast path read (the others took the line path)
+    fast_path_files: int = 0  # input files the fast path read (the others took the line path)
 
 
 def run_batch(
@@ -75,19 +75,14 @@ def run_batch(
 ) -> ReadOutput:
     existing = _arrow_schema(from_arrow_schema(existing_schema)) if existing_schema is not None else None
     declared = _declared(target)
-    known = (
-        known_columns(target, _arrow_schema(declared) if declared is not None else None, existing)
-        if target.json_fast_path
-        else None
-    )
-    if known is None:
+    parser = fast_parser(target, _arrow_schema(declared) if declared is not None else None, existing)
+    if parser is None:
         return _run_on_spark(spark, batch.files, target, existing, aws, ingested_at)
     fast = run_fast(
         spark,
         batch.files,
         target,
-        known=known,
-        declared=declared is not None,
+        parser=parser,
         existing=existing,
         aws=aws,
         ingested_at=ingested_at,
@@ -262,7 +257,14 @@ def _csv_schema(
     inferred = (
         spark.read.options(**options).option("header", True).option("inferSchema", True).csv(sample).schema
     )
-    return _evolve(existing, inferred)
+    if existing is None:
+        return _evolve(existing, inferred)
+    # from_csv maps fields by position: the schema is the header's columns, in its order, those the table
+    # has keeping its type (the table's other columns, e.g. partition values from the key path, are not
+    # in the lines: they are added after parsing).
+    table = {f.name: f for f in from_arrow_schema(existing).fields}
+    skip = {*LINEAGE, INGESTED_AT, CORRUPT}
+    return T.StructType([table.get(f.name, f) for f in inferred.fields if f.name not in skip])
 
 
 def _evolve(existing: pa.Schema | None, inferred: T.StructType) -> T.StructType:

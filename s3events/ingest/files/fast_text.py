@@ -1,0 +1,52 @@
+"""Text objects (one row per line) parsed whole inside Spark executors: the text fast path's parser.
+
+The line path's rows of a text file are its lines as `split_lines` cuts them (a trailing b"\\r" and a
+leading byte order mark dropped, empty lines kept) with their line numbers. This parser runs that same
+function over the whole object, so the values are the line path's by construction; what it leaves to the
+line path is a file with a line that is not UTF-8 (an error row there) and an empty file (no rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from s3events.ingest.files.fast_parse import Parsed
+from s3events.ingest.files.lines import split_lines
+from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.model import FileRef
+
+VALUE = pa.field("value", pa.string())
+_KNOWN = pa.schema([VALUE])
+_ALL_AT_ONCE = 1 << 62  # one block: the object is in memory already
+
+
+@dataclass(frozen=True, slots=True)
+class TextParser:
+    known: pa.Schema = _KNOWN
+
+    @property
+    def schema_from_every_file(self) -> bool:
+        return False  # one column, always a string
+
+    @property
+    def new_columns_sorted(self) -> bool:
+        return False  # none: `value` is known
+
+    def parse(self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]) -> Parsed:
+        return parse_text(data, file, etag)
+
+
+def parse_text(data: bytes, file: FileRef, etag: str | None) -> Parsed:
+    """The (decompressed) content of `file` as lineage + `value`, or why the line path must do it."""
+    if not data:
+        return Parsed(None, "empty")
+    values = []
+    for block in split_lines([data], batch_rows=_ALL_AT_ONCE, max_line_bytes=len(data) + 1):
+        if block.errors is not None:
+            return Parsed(None, "a line is not valid UTF-8")
+        values.append(block.values)
+    column = pa.concat_arrays(values) if values else pa.array([], pa.string())
+    lineage = lineage_columns(file, etag, 1, len(column))
+    return Parsed(pa.Table.from_arrays([*lineage, column], schema=pa.schema([*LINEAGE_FIELDS, VALUE])))

@@ -1,0 +1,169 @@
+"""The CSV and text fast paths (pyarrow on executors) against the line path (Spark from_csv / split lines),
+on the same files in the same batches: same rows, same lineage, same error rows, same schema. Files the
+fast path declines (and batches it cannot split) still land exactly as the line path lands them."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from s3events.ingest.service import build_ingest
+from tests.conftest import read_table
+from tests.integration.test_ingest import capture, settings_for, target_conf
+
+pytestmark = pytest.mark.integration
+
+HEADER = b"id,name,amount,ok,day\n"
+CSV_BATCHES: list[dict[str, bytes]] = [
+    {  # creates the table: every file is clean, so the fast path takes them all
+        "csv/dt=2026-11-22/clean 1.csv": HEADER
+        + b'1,"Smith, Jane",1.5,true,2026-11-22\n+2,,2,FALSE,hello\n007,"",-0.25,True,\n',
+        "csv/dt=2026-11-22/clean 2.csv.gz": gzip.compress(
+            HEADER + b"4,x,3,false,soon\n5,y,4.75,true,2026-11-23\n"
+        ),
+        "csv/dt=2026-11-22/crlf+bom.csv": b"\xef\xbb\xbf"
+        + HEADER.replace(b"\n", b"\r\n")
+        + b"6,z,5.5,true,\r\n",
+    },
+    {  # the table exists: its types hold; files the fast path declines go to the line path, one by one
+        "csv/dt=2026-11-23/clean.csv": HEADER + b"10,a,1,true,x\n",
+        "csv/dt=2026-11-23/blank lines.csv": HEADER + b"11,b,1,true,x\n\n   \n12,c,1,false,x\n",
+        "csv/dt=2026-11-23/bad lines.csv": HEADER + b"13,d,1,true,x\n14,too,few\n15,e,1,true,x,extra\n",
+        "csv/dt=2026-11-23/bad value.csv": HEADER + b"16,f,lots,true,x\n17,g,1,maybe,x\n18,h,1,true,x\n",
+        "csv/dt=2026-11-23/bad utf8.csv": HEADER + b"19,caf\xe9,1,true,x\n20,i,1,true,x\n",
+        "csv/dt=2026-11-23/quotes.csv": HEADER
+        + b'21,"q""r",1,true,x\n22,"open,1,true,x\n23,j,1,true,"tail\n',
+        "csv/dt=2026-11-23/multi-line.csv": HEADER + b'24,"two\nlines",1,true,x\n25,k,1,true,x\n',
+        "csv/dt=2026-11-23/escape.csv": HEADER + b'26,"back\\"slash",1,true,x\n',
+        "csv/dt=2026-11-23/header only.csv": HEADER,
+        "csv/dt=2026-11-23/long int.csv": HEADER + b"99999999999,l,1,true,x\n",
+        "csv/dt=2026-11-23/blank first line.csv": b"\n" + HEADER + b"27,m,1,true,x\n",
+    },
+    {  # a new column, clean files: the fast path types it
+        "csv/dt=2026-11-24/wider 1.csv": HEADER.replace(b"\n", b",extra\n") + b"30,n,1,true,x,5000000000\n",
+        "csv/dt=2026-11-24/wider 2.csv": HEADER.replace(b"\n", b",extra\n") + b"31,o,1,true,x,7000000000\n",
+    },
+    {  # headers differ: the line path names both files' columns after one header, so the whole batch
+        # takes it
+        "csv/dt=2026-11-25/a.csv": HEADER.replace(b"\n", b",extra\n") + b"40,p,1,true,x,1\n",
+        "csv/dt=2026-11-25/b.csv": b"id,amount,name,ok,day,extra\n41,1,q,true,x,2\n",
+    },
+]
+TEXT_BATCHES: list[dict[str, bytes]] = [
+    {
+        "text/dt=2026-11-22/a.txt": b"first line\n\nthird, after an empty one\n  indented\t\n",
+        "text/dt=2026-11-22/crlf+bom.txt": b"\xef\xbb\xbfone\r\ntwo\r\n\r\nno newline at the end",
+        "text/dt=2026-11-22/b.txt.gz": gzip.compress(b"zipped\n\xe2\x82\xac uro\n"),
+        "text/dt=2026-11-22/bad utf8.txt": b"fine\ncaf\xe9\nfine again\n",
+        "text/dt=2026-11-22/empty.txt": b"",
+        "text/dt=2026-11-22/only newline.txt": b"\n",
+    },
+    {"text/dt=2026-11-23/later.txt": b'{"not": "parsed"}\nplain,csv,line\n'},
+]
+
+
+def comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = [{k: v for k, v in r.items() if k != "_ingested_at"} for r in rows]
+    return sorted(out, key=lambda r: (r["_source_file"], r["_source_line"] or 0))
+
+
+def errors(path: str) -> list[tuple[str, int | None, str | None, str]]:
+    if not Path(f"{path}_errors").exists():  # created with the first error row
+        return []
+    rows = read_table(f"{path}_errors")
+    return sorted(
+        ((r["_source_file"].rsplit("/", 1)[1], r["_source_line"], r["raw"], r["error"]) for r in rows),
+        key=lambda e: (e[0], e[1] or 0),
+    )
+
+
+def schema(path: str) -> list[tuple[str, str]]:
+    return [(f.name, str(f.type)) for f in pa.schema(DeltaTable(path).schema().to_arrow())]
+
+
+def run_both(make_stack, s3, spark, tmp_path, fmt: str, batches: list[dict[str, bytes]]) -> list[int]:
+    """Each batch through a fast target and a line-path target; the fast target's fast-path file counts."""
+    stack = make_stack()
+    targets = {
+        name: target_conf(
+            name,
+            str(tmp_path / name),
+            fmt,
+            key__prefix=f"{fmt}/",
+            partition__by="dt",
+            **{f"{fmt}__fast__path": str(name == "fast").lower()},
+        )
+        for name in ("fast", "lines")
+    }
+    settings = settings_for(stack, targets)
+    fast_files = []
+    for files in batches:
+        for key, body in files.items():
+            s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
+        capture(stack)
+        reports = build_ingest(settings, spark=spark).run_once().batches
+        assert {r.target for r in reports} == {"fast", "lines"}
+        assert all(r.fast_path_files == 0 for r in reports if r.target == "lines")
+        fast_files.append(sum(r.fast_path_files for r in reports if r.target == "fast"))
+    fast, lines = (str(tmp_path / n) for n in ("fast", "lines"))
+    assert comparable(read_table(fast)) == comparable(read_table(lines))
+    assert errors(fast) == errors(lines)
+    assert schema(fast) == schema(lines)
+    return fast_files
+
+
+def test_csv_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
+    make_stack, s3, spark, tmp_path
+):
+    fast_files = run_both(make_stack, s3, spark, tmp_path, "csv", CSV_BATCHES)
+
+    assert fast_files == [3, 1, 2, 0]  # all; only clean.csv; both; none (the headers differ)
+    rows = {r["id"]: r for r in read_table(str(tmp_path / "fast")) if r["id"] is not None}
+    assert schema(str(tmp_path / "fast"))[4:] == [
+        ("id", "int32"),
+        ("name", "string"),
+        ("amount", "double"),
+        ("ok", "bool"),
+        ("day", "string"),
+        ("dt", "string"),
+        ("_ingested_at", "timestamp[us, tz=UTC]"),
+        ("extra", "int64"),
+    ]
+    assert (rows[1]["name"], rows[1]["_source_line"], rows[1]["dt"]) == ("Smith, Jane", 2, "2026-11-22")
+    assert (rows[2]["name"], rows[2]["ok"], rows[7]["name"]) == (None, False, None)  # "+2", "", '""'
+    assert rows[6]["_source_line"] == 2
+    assert (rows[30]["extra"], rows[31]["extra"]) == (5_000_000_000, 7_000_000_000)
+    assert rows[23]["day"] == "tail"  # an unterminated quote at the end of a line: Spark keeps the rest
+    by_file: dict[str, list[int | None]] = {}
+    for file, line, _raw, _error in errors(str(tmp_path / "fast")):
+        by_file.setdefault(file, []).append(line)
+    assert by_file == {
+        "bad lines.csv": [3, 4],
+        "bad value.csv": [2, 3],
+        "bad utf8.csv": [2],
+        "quotes.csv": [3],
+        "multi-line.csv": [2, 3],
+        "long int.csv": [2],
+        "blank first line.csv": [2],  # its header is data to the line path (its line 1 is blank)
+        # a.csv or b.csv: one file's header names both files' columns, by position
+        **{k: v for k, v in by_file.items() if k in ("a.csv", "b.csv")},
+    }
+    assert sum(len(v) for k, v in by_file.items() if k in ("a.csv", "b.csv")) == 1
+
+
+def test_text_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
+    make_stack, s3, spark, tmp_path
+):
+    fast_files = run_both(make_stack, s3, spark, tmp_path, "text", TEXT_BATCHES)
+
+    assert fast_files == [4, 1]  # the file with a bad line and the empty one took the line path
+    rows = comparable(read_table(str(tmp_path / "fast")))
+    crlf = [r["value"] for r in rows if r["_source_file"].endswith("crlf+bom.txt")]
+    assert crlf == ["one", "two", "", "no newline at the end"]
+    assert [r["value"] for r in rows if r["_source_file"].endswith("only newline.txt")] == [""]
+    assert [(e[0], e[1]) for e in errors(str(tmp_path / "fast"))] == [("bad utf8.txt", 2)]
