@@ -1,7 +1,14 @@
-"""Ingest throughput (MB/s, rows/s) against two baselines, on the same JSON-lines files in the same run.
+"""Ingest throughput (MB/s, rows/s) against two baselines, on the same files in the same run.
 
-    .venv/bin/python benchmarks/ingest_throughput.py [--files 40] [--lines 25000] [--line-bytes 120]
-        [--rounds 3] [--no-line-path]
+    .venv/bin/python benchmarks/ingest_throughput.py [--format json|csv|text|parquet] [--files 40]
+        [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path]
+
+`--format` (default json) chooses the files and the target's format; every contender reads that format
+(baseline A with pyarrow's reader of it: pyarrow.json, pyarrow.csv, lines split in Python, pyarrow.parquet;
+baseline B with spark.read.json / csv (header, inferSchema) / text / parquet). CSV files have a header
+and the columns id, user, amount, ok, country, note (no timestamp column: the CSV fast path leaves
+columns Spark would infer as dates or timestamps to the line path); text files are log lines; Parquet
+files hold the JSON data's rows (Parquet has no fast path: "ours" is its only path, read by row group).
 
 Set-up (not timed): a moto_server endpoint (`LocalEndpoint`, a child process), one bucket, `--files`
 objects of `--lines` JSON lines of about `--line-bytes` bytes each, PUT into it. The metadata table gets
@@ -58,7 +65,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.json as pajson
+import pyarrow.parquet as pq
 
 from s3events.config import Settings, load_settings
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
@@ -69,12 +78,19 @@ from s3events.metadata.table import MetadataTable
 
 BUCKET = "bench-ingest"
 TARGET = "bench"
-LABELS = {
-    "ours": "ours: run_ingest (moto S3 -> Spark -> Delta)",
-    "lines": "ours, json.fast.path=false (line path)",
-    "A": "A: boto3 + pyarrow.json + write_deltalake",
-    "B": "B: spark.read.json(local) + write.parquet",
-}
+FORMATS = ("json", "csv", "text", "parquet")
+READERS = {"json": "pyarrow.json", "csv": "pyarrow.csv", "text": "split lines", "parquet": "pyarrow.parquet"}
+
+
+def labels_for(fmt: str) -> dict[str, str]:
+    return {
+        "ours": "ours: run_ingest (moto S3 -> Spark -> Delta)",
+        "lines": f"ours, {fmt}.fast.path=false (line path)",
+        "A": f"A: boto3 + {READERS[fmt]} + write_deltalake",
+        "B": f"B: spark.read.{fmt}(local) + write.parquet",
+    }
+
+
 SCHEMA_DDL = "id BIGINT, ts STRING, user STRING, amount DOUBLE, ok BOOLEAN, country STRING, note STRING"
 
 
@@ -97,16 +113,52 @@ def make_file(file_no: int, lines: int, line_bytes: int) -> bytes:
     return "".join(out).encode()
 
 
+def make_csv_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """A header, then `lines` CSV rows of about `line_bytes` bytes each, deterministic."""
+    countries = ("DE", "FR", "US", "JP", "BR", "IN", "NG", "AU")
+    out = ["id,user,amount,ok,country,note\n"]
+    for i in range(lines):
+        n = file_no * lines + i
+        head = (
+            f"{n},user-{n % 100003:06d},{(n % 99991) / 100:.2f},{'true' if n % 3 else 'false'},"
+            f"{countries[n % 8]},"
+        )
+        out.append(head + "x" * max(1, line_bytes - len(head) - 1) + "\n")
+    return "".join(out).encode()
+
+
+def make_text_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """`lines` log lines of about `line_bytes` bytes each, deterministic."""
+    out = []
+    for i in range(lines):
+        n = file_no * lines + i
+        head = f"2026-11-22T05:{(n // 60) % 60:02d}:{n % 60:02d}Z INFO user-{n % 100003:06d} request {n} "
+        out.append(head + "x" * max(1, line_bytes - len(head) - 1) + "\n")
+    return "".join(out).encode()
+
+
+def make_parquet_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """The JSON data's rows as one Parquet file."""
+    sink = io.BytesIO()
+    pq.write_table(pajson.read_json(io.BytesIO(make_file(file_no, lines, line_bytes))), sink)
+    return sink.getvalue()
+
+
+MAKERS = {"json": make_file, "csv": make_csv_file, "text": make_text_file, "parquet": make_parquet_file}
+EXTENSIONS = {"json": "json", "csv": "csv", "text": "txt", "parquet": "parquet"}
+
+
 def put_files(
     s3: Any, args: argparse.Namespace, local_dir: Path, prefix: str = "in/"
 ) -> list[tuple[str, str, int]]:
     """PUT the objects; keep a local copy (baseline B). Returns (key, etag, size) per object."""
     objects = []
     for f in range(args.files):
-        body = make_file(f, args.lines, args.line_bytes)
-        key = f"{prefix}part-{f:05d}.json"
+        body = MAKERS[args.format](f, args.lines, args.line_bytes)
+        name = f"part-{f:05d}.{EXTENSIONS[args.format]}"
+        key = f"{prefix}{name}"
         etag = s3.put_object(Bucket=BUCKET, Key=key, Body=body)["ETag"].strip('"')
-        (local_dir / f"part-{f:05d}.json").write_bytes(body)
+        (local_dir / name).write_bytes(body)
         objects.append((key, etag, len(body)))
     return objects
 
@@ -128,7 +180,9 @@ def write_metadata(path: str, objects: list[tuple[str, str, int]]) -> None:
     MetadataTable(path, storage_options={}).commit(records, custom_metadata={})
 
 
-def ingest_settings(endpoint_url: str, metadata: str, target: str, files: int, *extra: str) -> Settings:
+def ingest_settings(
+    endpoint_url: str, metadata: str, target: str, files: int, *extra: str, fmt: str = "json"
+) -> Settings:
     settings = load_settings(
         None,
         [
@@ -138,7 +192,7 @@ def ingest_settings(endpoint_url: str, metadata: str, target: str, files: int, *
             "s3events.log.level=WARNING",
             f"s3events.ingest.targets={TARGET}",
             f"s3events.ingest.target.{TARGET}.path={target}",
-            f"s3events.ingest.target.{TARGET}.format=json",
+            f"s3events.ingest.target.{TARGET}.format={fmt}",
             f"s3events.ingest.target.{TARGET}.max.files.per.batch={files}",
             f"s3events.ingest.target.{TARGET}.max.bytes.per.batch={1 << 40}",
             *extra,
@@ -211,14 +265,26 @@ def run_ours(settings: Settings, spark: Any, expected_rows: int) -> Measure:
     return measured
 
 
-def run_baseline_a(s3: Any, objects: list[tuple[str, str, int]], target: str, expected_rows: int) -> Measure:
+def read_with_pyarrow(fmt: str, body: bytes) -> pa.Table:
+    if fmt == "json":
+        return pajson.read_json(io.BytesIO(body))
+    if fmt == "csv":
+        return pacsv.read_csv(io.BytesIO(body))
+    if fmt == "text":
+        return pa.table({"value": pa.array(body.decode("utf-8").splitlines(), pa.string())})
+    return pq.read_table(io.BytesIO(body))
+
+
+def run_baseline_a(
+    s3: Any, objects: list[tuple[str, str, int]], target: str, expected_rows: int, fmt: str = "json"
+) -> Measure:
     from deltalake import write_deltalake
 
     with Measure() as measured:
         tables = []
         for key, _etag, _size in objects:
             body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-            tables.append(pajson.read_json(io.BytesIO(body)))
+            tables.append(read_with_pyarrow(fmt, body))
         table = pa.concat_tables(tables, promote_options="default")
         write_deltalake(target, table)
     if table.num_rows != expected_rows:
@@ -226,11 +292,14 @@ def run_baseline_a(s3: Any, objects: list[tuple[str, str, int]], target: str, ex
     return measured
 
 
-def run_baseline_b(spark: Any, local_dir: Path, target: str, expected_rows: int) -> Measure:
+def run_baseline_b(
+    spark: Any, local_dir: Path, target: str, expected_rows: int, fmt: str = "json"
+) -> Measure:
     import pyarrow.dataset as ds
 
+    reader = spark.read.options(header=True, inferSchema=True) if fmt == "csv" else spark.read
     with Measure() as measured:
-        spark.read.json(str(local_dir)).write.parquet(target)
+        getattr(reader, fmt)(str(local_dir)).write.parquet(target)
     written = ds.dataset(target, format="parquet").count_rows()
     if written != expected_rows:
         raise SystemExit(f"baseline B: {written} rows of {expected_rows}")
@@ -240,7 +309,7 @@ def run_baseline_b(spark: Any, local_dir: Path, target: str, expected_rows: int)
 # -- main ---------------------------------------------------------------------------------------------------
 
 
-def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path) -> None:
+def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str) -> None:
     """Start-up is not timed: a tiny job, a tiny mapInArrow job (Python worker daemon), then each
     contender once on two small files of their own (imports in the workers, JIT, first-use costs)."""
 
@@ -251,12 +320,15 @@ def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path) -> None:
     spark.range(10).mapInArrow(identity, "id long").collect()
     local_dir = work / "warm-up-copy"
     local_dir.mkdir()
-    objects = put_files(s3, argparse.Namespace(files=2, lines=100, line_bytes=120), local_dir, "warm-up/")
+    warm = argparse.Namespace(files=2, lines=100, line_bytes=120, format=fmt)
+    objects = put_files(s3, warm, local_dir, "warm-up/")
     write_metadata(str(work / "warm-up-metadata"), objects)
-    settings = ingest_settings(endpoint_url, str(work / "warm-up-metadata"), str(work / "warm-up-ours"), 2)
+    settings = ingest_settings(
+        endpoint_url, str(work / "warm-up-metadata"), str(work / "warm-up-ours"), 2, fmt=fmt
+    )
     run_ours(settings, spark, 200)
-    run_baseline_a(s3, objects, str(work / "warm-up-a"), 200)
-    run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200)
+    run_baseline_a(s3, objects, str(work / "warm-up-a"), 200, fmt)
+    run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
 
 
 def rate(total_bytes: int, rows: int, seconds: float, cpu: float | None = None) -> str:
@@ -271,8 +343,9 @@ def load() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--format", choices=FORMATS, default="json", help="file format (default json)")
     parser.add_argument("--files", type=int, default=40, help="objects (default 40)")
-    parser.add_argument("--lines", type=int, default=25_000, help="JSON lines per object (default 25000)")
+    parser.add_argument("--lines", type=int, default=25_000, help="lines (rows) per object (default 25000)")
     parser.add_argument("--line-bytes", type=int, default=120, help="bytes per line (default 120)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
     parser.add_argument("--no-line-path", action="store_true", help="skip the line-path contender")
@@ -296,7 +369,8 @@ def main() -> int:
         write_metadata(metadata, objects)
         total_bytes, rows = sum(o[2] for o in objects), args.files * args.lines
         print(
-            f"data: {args.files} files x {args.lines} lines = {rows} rows, {total_bytes / 1e6:.1f} MB "
+            f"data ({args.format}): {args.files} files x {args.lines} lines = {rows} rows, "
+            f"{total_bytes / 1e6:.1f} MB "
             f"(PUT + metadata commit {time.perf_counter() - started:.1f} s)"
         )
 
@@ -307,26 +381,28 @@ def main() -> int:
             conf={"spark.ui.showConsoleProgress": "false"},  # progress bars only; no effect on speed
         )
         spark.sparkContext.setLogLevel("ERROR")
-        warm_up(spark, s3, endpoint.url, work)
+        warm_up(spark, s3, endpoint.url, work, args.format)
         print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load()}")
         print(
             f"ours: s3events.ingest.target.{TARGET}.max.files.per.batch={args.files} "
             f"(one batch per round); MB = 10^6 bytes of source files"
         )
 
-        labels = {k: v for k, v in LABELS.items() if not (k == "lines" and args.no_line_path)}
+        fmt = args.format
+        no_line_path = args.no_line_path or fmt == "parquet"  # parquet has one path
+        labels = {k: v for k, v in labels_for(fmt).items() if not (k == "lines" and no_line_path)}
         results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):
-            settings = ingest_settings(endpoint.url, metadata, str(work / f"ours-{r}"), args.files)
+            settings = ingest_settings(endpoint.url, metadata, str(work / f"ours-{r}"), args.files, fmt=fmt)
             results["ours"].append(run_ours(settings, spark, rows))
             if "lines" in results:
-                line_path = f"s3events.ingest.target.{TARGET}.json.fast.path=false"
+                line_path = f"s3events.ingest.target.{TARGET}.{fmt}.fast.path=false"
                 settings = ingest_settings(
-                    endpoint.url, metadata, str(work / f"lines-{r}"), args.files, line_path
+                    endpoint.url, metadata, str(work / f"lines-{r}"), args.files, line_path, fmt=fmt
                 )
                 results["lines"].append(run_ours(settings, spark, rows))
-            results["A"].append(run_baseline_a(s3, objects, str(work / f"a-{r}"), rows))
-            results["B"].append(run_baseline_b(spark, local_dir, str(work / f"b-{r}"), rows))
+            results["A"].append(run_baseline_a(s3, objects, str(work / f"a-{r}"), rows, fmt))
+            results["B"].append(run_baseline_b(spark, local_dir, str(work / f"b-{r}"), rows, fmt))
             print(f"round {r}:", flush=True)
             for k, label in labels.items():
                 m = results[k][-1]
