@@ -513,7 +513,7 @@ TARGET_ON_OBJECT_REMOVED: Key[OnObjectRemoved] = _target(
     default="ignore",
     doc="ignore = the target appends every object content once and keeps rows of removed objects; "
     "delete = the target mirrors S3: a removal deletes the object's rows and an overwrite replaces them "
-    "(README, Object lifecycle).",
+    "(docs/ingest.md, Object lifecycle).",
 )
 
 # ---------------------------------------------------------------------------------------------- backfill
