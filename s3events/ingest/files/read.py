@@ -177,27 +177,87 @@ def _parse_lines(
     # Blank lines carry no record in JSON lines or CSV: skipped, not errors.
     ok = ok.where(F.trim(F.col("value")) != "")
     if target.format == "csv":
-        header = options.pop("header", "true").lower() == "true"
-        if header:
-            headers = ok.where(F.col("_source_line") == 1)
-            ok = ok.where(F.col("_source_line") != 1)
-        schema = _csv_schema(spark, target, headers if header else None, ok, options, existing)
-        parsed = ok.withColumn("p", F.from_csv("value", _ddl(_with_corrupt(schema)), _permissive(options)))
-        invalid_reason: Column = F.lit(f"does not match the CSV schema {_ddl(schema)}")
-    else:
-        schema = _json_schema(spark, target, ok, options, existing)
-        parsed = ok.withColumn("p", F.from_json("value", _with_corrupt(schema), _permissive(options)))
-        invalid_reason = (
-            F.when(F.get_json_object("value", "$").isNull(), F.lit("not valid JSON"))
-            .when(~F.trim("value").startswith("{"), F.lit("not a JSON object"))
-            .otherwise(F.lit(f"does not match the target schema {_ddl(schema)} (type conflict)"))
-        )
+        good, bad = _parse_csv(spark, ok, target, options, existing, cached)
+        return good, read_errors.unionByName(bad)
+    schema = _json_schema(spark, target, ok, options, existing)
+    parsed = ok.withColumn("p", F.from_json("value", _with_corrupt(schema), _permissive(options)))
+    invalid_reason = (
+        F.when(F.get_json_object("value", "$").isNull(), F.lit("not valid JSON"))
+        .when(~F.trim("value").startswith("{"), F.lit("not a JSON object"))
+        .otherwise(F.lit(f"does not match the target schema {_ddl(schema)} (type conflict)"))
+    )
+    good, bad = _split_parsed(parsed, schema, invalid_reason, cached)
+    return good, read_errors.unionByName(bad)
+
+
+def _parse_csv(
+    spark: SparkSession,
+    ok: DataFrame,
+    target: TargetSpec,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    """CSV lines into rows. from_csv maps fields by position, so each file is parsed by its own header:
+    files of one batch whose headers differ (the same columns in another order, or other columns) are
+    parsed a group per distinct header, the groups' rows joined by column name."""
+    if options.pop("header", "true").lower() != "true":
+        return _parse_csv_group(spark, ok, None, target, options, existing, cached)
+    headers = ok.where(F.col("_source_line") == 1)
+    ok = ok.where(F.col("_source_line") != 1)
+    distinct = [row["value"] for row in headers.select("value").distinct().collect()]
+    if len(distinct) <= 1:
+        return _parse_csv_group(spark, ok, headers, target, options, existing, cached)
+    goods, bads = [], []
+    known = existing
+    for line in sorted(distinct):
+        group_headers = headers.where(F.col("value") == F.lit(line))
+        group = ok.join(F.broadcast(group_headers.select("_source_file")), "_source_file", "left_semi")
+        good, bad = _parse_csv_group(spark, group, group_headers, target, options, known, cached)
+        goods.append(good)
+        bads.append(bad)
+        known = _with_new_columns(known, good)  # later groups keep the types earlier ones gave
+    good = goods[0]
+    for other in goods[1:]:
+        good = good.unionByName(other, allowMissingColumns=True)
+    bad = bads[0]
+    for other in bads[1:]:
+        bad = bad.unionByName(other)
+    return good, bad
+
+
+def _parse_csv_group(
+    spark: SparkSession,
+    ok: DataFrame,
+    headers: DataFrame | None,
+    target: TargetSpec,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    schema = _csv_schema(spark, target, headers, ok, options, existing)
+    parsed = ok.withColumn("p", F.from_csv("value", _ddl(_with_corrupt(schema)), _permissive(options)))
+    return _split_parsed(parsed, schema, F.lit(f"does not match the CSV schema {_ddl(schema)}"), cached)
+
+
+def _with_new_columns(existing: pa.Schema | None, rows: DataFrame) -> pa.Schema:
+    """`existing` plus the data columns of `rows` it lacks (lineage columns are the writer's)."""
+    known = list(existing) if existing is not None else []
+    names = {f.name for f in known}
+    added = T.StructType([f for f in rows.schema.fields if f.name not in names and f.name not in LINEAGE])
+    return pa.schema([*known, *to_arrow_schema(added)])
+
+
+def _split_parsed(
+    parsed: DataFrame, schema: T.StructType, invalid_reason: Column, cached: list[DataFrame]
+) -> tuple[DataFrame, DataFrame]:
+    """(good rows, error rows) of parsed lines."""
     parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)  # parse once for the error rows and the write
     cached.append(parsed)
     is_bad = F.col("p").isNull() | F.col(f"p.{CORRUPT}").isNotNull()
     bad = parsed.where(is_bad).select(*LINEAGE, F.col("value").alias("raw"), invalid_reason.alias("error"))
     good = parsed.where(~is_bad).select(*LINEAGE, *[F.col(f"p.`{f.name}`").alias(f.name) for f in schema])
-    return good, read_errors.unionByName(bad)
+    return good, bad
 
 
 def _permissive(options: dict[str, str]) -> dict[str, str]:
