@@ -13,7 +13,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TypeVar
 
-from s3events.errors import FatalError, TransientError
+from s3events.errors import FatalError
+from s3events.infra.delta_errors import transient_reason
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,9 @@ def run_loop(
                 raise
             failures += 1
             backoff = min(max_error_backoff_seconds, 2.0 ** min(failures, 10) / 4)
-            if isinstance(exc, TransientError):  # expected (throttling, an outage): one line, no traceback
-                log.warning("cycle failed (%d in a row); retrying in %.1fs: %s", failures, backoff, exc)
+            reason = transient_reason(exc)
+            if reason is not None:  # expected (throttling, an outage): one line, no traceback
+                log.warning("cycle failed (%d in a row); retrying in %.1fs: %s", failures, backoff, reason)
                 log.debug("the failed cycle's traceback", exc_info=True)
             else:  # a bug, or an error we do not know yet: the traceback helps whoever fixes it
                 log.exception("cycle failed (%d in a row); retrying in %.1fs", failures, backoff)

@@ -95,6 +95,14 @@ class CliResult:
     stderr: str
 
 
+def spark_env() -> dict[str, str]:
+    """The environment of a child process that starts local Spark: the venv's python on both sides, and a
+    local IP that resolves on any test machine."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env.pop("PYSPARK_DRIVER_PYTHON", None)  # the driver must be the venv's python too
+    return env
+
+
 def run_cli(args: Sequence[str], *, timeout: float = 180, env: dict[str, str] | None = None) -> CliResult:
     """Run the real `s3events` console script in a child process; returns its true exit code."""
     exe = Path(sys.executable).with_name("s3events")

@@ -104,7 +104,11 @@ def commit_files(
             partition_by=list(partition_by) or None,
             commit_properties=properties,
         )
-    return _version_of(table_uri, storage_options, commit_id)
+    try:
+        return _version_of(table_uri, storage_options, commit_id)
+    except OSError as exc:  # the commit stands; only reading its version back failed (an outage)
+        action = "committed, but cannot read back the version of the table"
+        raise translate(exc, action=action, path=table_uri) from exc
 
 
 def check_transactions(

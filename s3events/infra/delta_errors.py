@@ -109,3 +109,17 @@ def recognised(exc: BaseException, *, action: str, path: str) -> FatalError | Tr
             message = f"{action} at {path}: {reason}: {hint}"
             return FatalError(message) if rule.fatal else TransientError(message)
     return None
+
+
+def transient_reason(exc: BaseException) -> str | None:
+    """One line for an error a retry may clear: our TransientError, or a storage error (OSError) of a
+    delta-rs call that the rules call transient (an outage, throttling). None for anything else: a bug, or
+    something a person must fix, which keeps its traceback. The loops log with this, so that an outage is
+    one line per attempt wherever in a cycle the store stopped answering."""
+    if isinstance(exc, TransientError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        known = recognised(exc, action="a storage request failed", path="the store")
+        if isinstance(known, TransientError):
+            return str(known)
+    return None

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from s3events.config.keys import CheckpointStrategy
-from s3events.errors import CheckpointError, CommitConflict, FatalError, S3EventsError, TransientError
+from s3events.errors import CheckpointError, CommitConflict, FatalError, S3EventsError
+from s3events.infra.delta_errors import transient_reason
 from s3events.ingest.model import Batch, Checkpoint
 from s3events.ingest.plan import append_step, caught_up_to, ensure_forward, mirror_step, plan
 from s3events.ingest.ports import Changes, ErrorStore, Feed, ReadBatch, TargetStore
@@ -159,8 +160,9 @@ class Ingest:
             except FatalError:
                 raise
             except Exception as exc:  # one failing target does not stop the others
-                if isinstance(exc, TransientError):  # an outage, throttling: one line, no traceback
-                    log.warning("target %s: batch failed, retried next cycle: %s", name, exc)
+                reason = transient_reason(exc)
+                if reason is not None:  # an outage, throttling: one line, no traceback
+                    log.warning("target %s: batch failed, retried next cycle: %s", name, reason)
                     log.debug("the failed batch's traceback", exc_info=True)
                 else:
                     log.exception("target %s: batch failed; other targets go on", name)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from s3events.config import Settings, keys
 from s3events.errors import ConfigError
 from s3events.infra import aws, table_info
+from s3events.infra.delta_errors import transient_reason
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.progress import first_unread, stored_position
 from s3events.ingest.target import target_specs
@@ -216,6 +217,12 @@ class PeriodicMaintenance:
     def _guarded(step: Callable[[], list[TableReport]], retry_in: float) -> list[TableReport]:
         try:
             return step()
-        except Exception:
-            log.exception("maintenance failed; the process goes on, next attempt in %.0fs", retry_in)
+        except Exception as exc:
+            reason = transient_reason(exc)
+            if reason is not None:  # an outage, throttling: one line (the traceback at DEBUG)
+                log.warning("maintenance failed; the process goes on, next attempt in %.0fs: %s", retry_in,
+                            reason)
+                log.debug("the failed maintenance step's traceback", exc_info=True)
+            else:
+                log.exception("maintenance failed; the process goes on, next attempt in %.0fs", retry_in)
             return []

@@ -6,7 +6,6 @@ cannot reach."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from deltalake import DeltaTable
 
 from s3events.dev.fault_proxy import FaultProxy
 from s3events.infra import aws
-from tests.conftest import run_cli
+from tests.conftest import run_cli, spark_env
 from tests.integration.test_fault_rate import _args, _wait_for
 
 pytestmark = pytest.mark.integration
@@ -41,8 +40,7 @@ def test_continuous_capture_and_ingest_outlive_an_unreachable_endpoint_and_catch
     stack = make_stack(metadata_on_s3=True, VisibilityTimeout="5")
     target = stack.metadata_path.rsplit("/", 1)[0] + "/events"
     storage = aws.delta_storage_options(aws_options)  # the test reads the endpoint directly
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    env = spark_env()
     exe = str(Path(sys.executable).with_name("s3events"))
 
     def rows() -> Counter[tuple[int, int]]:

@@ -4,7 +4,6 @@ scheduler would; in the end every line lands exactly once."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from deltalake import DeltaTable
 
 from s3events.dev.fault_proxy import FaultProxy
 from s3events.infra import aws
-from tests.conftest import Stack, run_cli
+from tests.conftest import Stack, run_cli, spark_env
 
 pytestmark = pytest.mark.integration
 
@@ -91,8 +90,7 @@ def test_capture_backfill_and_ingest_with_ten_percent_of_requests_failing_land_e
             return False
         return len(rows) >= sum(expected.values())
 
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    env = spark_env()
     with FaultProxy(endpoint.url, rate=0.10, seed=11) as proxy:
         capture = _args(["capture", "--once"], stack, proxy)
         capture_codes = _runs_until(
@@ -136,8 +134,7 @@ def test_continuous_processes_ride_out_thirty_percent_faults_and_catch_up_withou
     stack = make_stack(metadata_on_s3=True, VisibilityTimeout="5")
     target = stack.metadata_path.rsplit("/", 1)[0] + "/events"
     storage = aws.delta_storage_options(aws_options)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    env = spark_env()
     exe = str(Path(sys.executable).with_name("s3events"))
     expected = Counter((f, n) for f in range(FILES) for n in range(LINES))
 

@@ -38,7 +38,7 @@ from s3events.events.record import EventRecord
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.target_table import TargetTable
 from s3events.metadata.table import MetadataTable
-from tests.conftest import REPO, Stack, read_table, run_cli, write_metadata_version
+from tests.conftest import REPO, Stack, read_table, run_cli, spark_env, write_metadata_version
 
 pytestmark = pytest.mark.integration
 
@@ -64,10 +64,6 @@ def _expected(files: int) -> Counter[tuple[int, int]]:
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def _env() -> dict[str, str]:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env.pop("PYSPARK_DRIVER_PYTHON", None)  # the driver must be the venv's python too
-    return env
 
 
 def _conf_args(pairs: Sequence[str]) -> list[str]:
@@ -120,7 +116,7 @@ def _start(args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
         [str(S3EVENTS), *args],
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
-        env=_env(),
+        env=spark_env(),
         start_new_session=True,
     )
 
@@ -242,7 +238,7 @@ def test_continuous_ingest_sigkilled_mid_run_then_once_lands_every_line_exactly_
     _assert_committed_once(target, FILES)
     orphans = _uncommitted_parquet(target)
 
-    resumed = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+    resumed = run_cli(["ingest", "--once", *_conf_args(conf)], env=spark_env(), timeout=240)
 
     assert resumed.returncode == 0, resumed.stderr
     _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, FILES)
@@ -266,7 +262,7 @@ def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stac
     children.extend(procs)
     codes = [proc.wait(timeout=400) for proc in procs]
 
-    finish = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+    finish = run_cli(["ingest", "--once", *_conf_args(conf)], env=spark_env(), timeout=240)
 
     assert set(codes) <= {0, 1}, [log.read_text() for log in logs]
     assert finish.returncode == 0, finish.stderr
@@ -309,7 +305,7 @@ def test_stop_signal_finishes_the_batch_in_hand_exits_0_and_once_finishes_the_re
     assert "ingest finished:" in output
     _assert_committed_once(target, files)
     assert not _uncommitted_parquet(target), "a batch was abandoned instead of finished"
-    rest = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+    rest = run_cli(["ingest", "--once", *_conf_args(conf)], env=spark_env(), timeout=240)
     assert rest.returncode == 0, rest.stderr
     _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, files)
 
@@ -337,7 +333,7 @@ def test_ingest_once_under_spark_submit_writes_the_target_and_exits_0(make_stack
             *_conf_args(conf),
         ],
         cwd=REPO,
-        env=_env(),
+        env=spark_env(),
         capture_output=True,
         text=True,
         timeout=150,
@@ -376,7 +372,7 @@ def test_checkpoint_that_would_move_a_target_backwards_exits_2_with_one_line(mak
     version_before = DeltaTable(target).version()
     conf = _ingest_conf(stack, {"c": {"path": target, "format": "json"}})
 
-    result = run_cli(["ingest", "--once", "--checkpoint", "0", *_conf_args(conf)], env=_env())
+    result = run_cli(["ingest", "--once", "--checkpoint", "0", *_conf_args(conf)], env=spark_env())
 
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -404,7 +400,7 @@ def test_checkpoint_refused_for_one_of_two_targets_names_that_target(tmp_path):
         )  # fmt: skip
         conf += [f"s3events.ingest.target.{name}.path={path}", f"s3events.ingest.target.{name}.format=json"]
 
-    result = run_cli(["ingest", "--once", "--checkpoint", "1", *_conf_args(conf)], env=_env())
+    result = run_cli(["ingest", "--once", "--checkpoint", "1", *_conf_args(conf)], env=spark_env())
 
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -416,7 +412,7 @@ def test_undeclared_target_name_exits_2_naming_it(make_stack, tmp_path):
     stack = make_stack()
     conf = _ingest_conf(stack, {"a": {"path": str(tmp_path / "a"), "format": "json"}})
 
-    result = run_cli(["ingest", "--once", "--target", "nosuch", *_conf_args(conf)], env=_env())
+    result = run_cli(["ingest", "--once", "--target", "nosuch", *_conf_args(conf)], env=spark_env())
 
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -444,7 +440,7 @@ def test_failing_target_makes_once_exit_1_while_the_other_target_is_written(make
         },
     )
 
-    result = run_cli(["ingest", "--once", *_conf_args(conf)], env=_env(), timeout=240)
+    result = run_cli(["ingest", "--once", *_conf_args(conf)], env=spark_env(), timeout=240)
 
     assert result.returncode == 1, result.stderr
     assert "s3events: target b failed" in result.stderr

@@ -4,8 +4,6 @@ cuts the connection after the endpoint answered. Nothing may be lost or duplicat
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import Counter
 from collections.abc import Iterator
 
@@ -14,7 +12,7 @@ from deltalake import DeltaTable
 
 from s3events.dev.fault_proxy import Fault, FaultProxy
 from s3events.infra import aws
-from tests.conftest import Stack, run_cli
+from tests.conftest import Stack, run_cli, spark_env
 
 pytestmark = pytest.mark.integration
 
@@ -97,8 +95,8 @@ def test_an_ingest_commit_whose_answer_is_lost_lands_its_lines_exactly_once(
     # One file per batch: version 0 creates the target with the first file, version 1 adds the second.
     proxy.add(Fault("drop_after", "/events" + VERSION.format(version), method="PUT"))
 
-    first = run_cli(args, env=_spark_env(), timeout=300)
-    second = run_cli(args, env=_spark_env(), timeout=300)  # whatever the first left to do
+    first = run_cli(args, env=spark_env(), timeout=300)
+    second = run_cli(args, env=spark_env(), timeout=300)  # whatever the first left to do
 
     assert [i.kind for i in proxy.injected] == ["drop_after"], (proxy.injected, first.stderr)
     assert first.returncode in (0, 1), first.stderr
@@ -112,9 +110,3 @@ def _swap_endpoint(stack: Stack, proxy: FaultProxy, **extra: object) -> list[str
     conf = [f"s3events.aws.endpoint.url={proxy.url}" if kv.startswith("s3events.aws.endpoint.url=") else kv
             for kv in conf]
     return [arg for kv in conf for arg in ("--conf", kv)]
-
-
-def _spark_env() -> dict[str, str]:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env.pop("PYSPARK_DRIVER_PYTHON", None)
-    return env

@@ -146,3 +146,13 @@ def test_around_a_commit_a_lost_race_is_a_conflict_and_a_storage_error_is_transl
 def test_an_error_no_rule_knows_is_not_recognised():
     assert recognised(OSError("something nobody has seen"), action="cannot commit", path="/t") is None
     assert isinstance(recognised(OSError(REFUSED), action="cannot commit", path="/t"), TransientError)
+
+
+def test_a_loop_logs_an_outage_in_one_line_wherever_the_store_stopped_answering():
+    from s3events.infra.delta_errors import transient_reason
+
+    reason = transient_reason(OSError(REFUSED))
+    assert reason is not None and "cannot reach the storage endpoint" in reason and "\n" not in reason
+    assert transient_reason(TransientError("throttled")) == "throttled"
+    assert transient_reason(OSError(NO_SUCH_BUCKET)) is None  # a person must act: keep the traceback
+    assert transient_reason(KeyError("a bug")) is None
