@@ -7,7 +7,10 @@ rule picks it. Kinds of fault:
 - `drop_after`: the request is forwarded and answered, then the connection is closed before the answer
   is written: the caller sees a failure of a request that succeeded (a PutObject or DeleteMessageBatch
   whose answer was lost), the case that matters most for exactly-once;
-- `status`: an error answer (500, 503 SlowDown, SQS throttling) without forwarding.
+- `status`: an error answer (500, 503 SlowDown) without forwarding; `throttle`: the service's own
+  throttling answer (SQS ThrottlingException in its JSON protocol, S3 503 SlowDown);
+- `cut_body`: the answer's headers and half its body, then the connection dies (a body cut mid-stream);
+- `latency`: the request is held `delay` seconds, then forwarded.
 
 Dev and test tooling only: it is not on any production path.
 """
@@ -21,12 +24,13 @@ import random
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
 from urllib.parse import urlsplit
 
-FaultKind = Literal["drop_before", "drop_after", "status"]
+FaultKind = Literal["drop_before", "drop_after", "status", "throttle", "cut_body", "latency"]
 STAT_NAMES = ("requests", "list_requests", "listed_keys")
 CONTROL = "/__fault_proxy/"  # GET .../stats answers `stats` as JSON; POST .../reset zeroes them
 _HOP_BY_HOP = {
@@ -45,6 +49,7 @@ class Fault:
     times: int = 1
     status: int = 503
     code: str = "SlowDown"  # the error code in an S3-style XML body of a `status` fault
+    delay: float = 0.5  # seconds a `latency` fault holds the request before forwarding it
 
     def matches(self, method: str, path: str, operation: str) -> bool:
         return (
@@ -112,7 +117,8 @@ class FaultProxy:
             if self.rate and self._random.random() < self.rate:
                 kind = self._random.choice(self.random_kinds)
                 self.injected.append(Injected(kind, method, path, operation))
-                return Fault(kind, status=503, code="SlowDown" if not operation else "ServiceUnavailable")
+                return Fault(kind, status=503, code="SlowDown" if not operation else "ServiceUnavailable",
+                             delay=self._random.uniform(0.05, 1.0))
             self.forwarded += 1
             return None
 
@@ -193,6 +199,11 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if fault is not None and fault.kind == "status":
                 self._error(fault)
                 return
+            if fault is not None and fault.kind == "throttle":
+                self._throttle(fault)
+                return
+            if fault is not None and fault.kind == "latency":
+                time.sleep(fault.delay)  # the proxy plays a slow network; the caller's timeouts decide
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
             if body or self.command in ("PUT", "POST"):
                 headers["Content-Length"] = str(len(body))
@@ -206,18 +217,41 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 status, reason = response.status, response.reason
             finally:
                 connection.close()
-            if fault is not None:  # drop_after: it happened, but the caller will never know
+            if fault is not None and fault.kind == "drop_after":  # it happened; the caller never knows
+                self._cut()
+                return
+            if fault is not None and fault.kind == "cut_body" and len(payload) > 1:
+                self._send_head(status, reason, answer_headers, len(payload))
+                self.wfile.write(payload[: len(payload) // 2])  # then the connection dies mid-body
                 self._cut()
                 return
             proxy._count(self.command, self.path, payload)
-            self.send_response(status, reason)
-            for name, value in answer_headers:
-                if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
+            self._send_head(status, reason, answer_headers, len(payload))
             if self.command != "HEAD":
                 self.wfile.write(payload)
+
+        def _send_head(self, status: int, reason: str, headers: list[tuple[str, str]], length: int) -> None:
+            self.send_response(status, reason)
+            for name, value in headers:
+                if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(length))
+            self.end_headers()
+
+        def _throttle(self, fault: Fault) -> None:
+            """The throttling answer of the service asked: SQS's JSON protocol, or S3's SlowDown."""
+            if self.headers.get("X-Amz-Target"):
+                payload = json.dumps(
+                    {"__type": "com.amazonaws.sqs#ThrottlingException", "message": "injected: Rate exceeded"}
+                ).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/x-amz-json-1.0")
+                self.send_header("x-amzn-query-error", "ThrottlingException;Sender")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            self._error(Fault("status", status=503, code="SlowDown"))
 
         def _error(self, fault: Fault) -> None:
             payload = (

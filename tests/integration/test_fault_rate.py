@@ -53,8 +53,16 @@ def _lose_every_message(sqs: Any, queue_url: str) -> None:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        ("status", "drop_before", "drop_after"),
+        ("throttle", "cut_body", "latency", "drop_after"),  # SQS throttling, bodies cut mid-stream, slowness
+    ],
+    ids=["errors-and-cuts", "throttling-cut-bodies-latency"],
+)
 def test_capture_backfill_and_ingest_with_ten_percent_of_requests_failing_land_every_line_exactly_once(
-    make_stack, s3, sqs, endpoint, aws_options
+    kinds, make_stack, s3, sqs, endpoint, aws_options
 ):
     stack = make_stack(metadata_on_s3=True, VisibilityTimeout="2")
     expected: Counter[tuple[int, int]] = Counter()
@@ -91,7 +99,7 @@ def test_capture_backfill_and_ingest_with_ten_percent_of_requests_failing_land_e
         return len(rows) >= sum(expected.values())
 
     env = spark_env()
-    with FaultProxy(endpoint.url, rate=0.10, seed=11) as proxy:
+    with FaultProxy(endpoint.url, rate=0.10, seed=11, random_kinds=kinds) as proxy:
         capture = _args(["capture", "--once"], stack, proxy)
         capture_codes = _runs_until(
             lambda _: drained(), lambda: run_cli(capture).returncode, deadline_seconds=300
