@@ -109,11 +109,13 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
 
     small = settings.get(keys.MAINTENANCE_TARGET_FILE_BYTES) // SMALL_FRACTION
     metadata = _table(settings.require(keys.METADATA_TABLE_PATH), storage, small)
+    # One feed (one table handle) serves the version check and the lag computation below.
+    feed = MetadataFeed(metadata.path, storage_options=storage)
     if metadata.error:
         problems.append(f"metadata table {metadata.path}: cannot read it: {metadata.error}")
     elif metadata.exists:
         # Written by a newer s3events (or not ours): nothing read from it could be trusted. Exit 3.
-        MetadataFeed(metadata.path, storage_options=storage).check()
+        feed.check()
     quarantine_path = settings.get(keys.QUARANTINE_TABLE_PATH)
     quarantine = _table(quarantine_path, storage, small) if quarantine_path else None
     if quarantine is not None and quarantine.error:
@@ -137,7 +139,6 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
     if latest is not None and readable:
         # A target whose routes saw nothing new may keep an older stored checkpoint: what is actually
         # routed to it after that point decides (one feed read for all).
-        feed = MetadataFeed(metadata.path, storage_options=storage)
         stored = {spec.name: checkpoints[spec.name][0] for spec in readable}
         found, error = _attempt(
             lambda: first_unread(readable, stored, feed, latest, start_latest=start_latest)
