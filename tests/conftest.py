@@ -6,14 +6,16 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from s3events.dev import provision
+from s3events.dev.fault_proxy import FaultProxy
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
 
@@ -153,6 +155,29 @@ def read_table(path: str, storage_options: dict[str, str] | None = None) -> list
     from deltalake import DeltaTable
 
     return DeltaTable(path, storage_options=storage_options).to_pyarrow_table().to_pylist()
+
+
+def counted_rows(
+    path: str, storage_options: dict[str, str] | None, columns: Sequence[str]
+) -> Counter[tuple[Any, ...]]:
+    """The table's rows as `columns` tuples, counted (every line once means every count is 1); empty while
+    the table cannot be read yet (not created yet)."""
+    from deltalake import DeltaTable
+
+    try:
+        table = DeltaTable(path, storage_options=storage_options).to_pyarrow_table(columns=list(columns))
+    except Exception:  # no table yet
+        return Counter()
+    return Counter(zip(*(table.column(name).to_pylist() for name in columns), strict=True))
+
+
+def through_proxy(command: Sequence[str], stack: Stack, proxy: FaultProxy, **extra: object) -> list[str]:
+    """`command` (with its flags) and `--conf` for `stack` with its endpoint the fault proxy: every AWS
+    request of the run passes through the proxy. No long polls; startup retries for up to a minute."""
+    conf = replace(stack, endpoint_url=proxy.url).conf(
+        source__queue__long__poll__wait=0, aws__startup__timeout__seconds=60, **extra
+    )
+    return [*command, *(arg for kv in conf for arg in ("--conf", kv))]
 
 
 _exit_status: list[int] = []

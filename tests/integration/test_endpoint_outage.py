@@ -10,15 +10,15 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 
 from s3events.dev.fault_proxy import FaultProxy
 from s3events.infra import aws
-from tests.conftest import run_cli, spark_env
-from tests.integration.test_fault_rate import _args, _wait_for
+from tests.conftest import counted_rows, run_cli, spark_env, through_proxy
+from tests.integration.test_fault_rate import _wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +42,7 @@ def test_continuous_capture_and_ingest_outlive_an_unreachable_endpoint_and_catch
     storage = aws.delta_storage_options(aws_options)  # the test reads the endpoint directly
     env = spark_env()
     exe = str(Path(sys.executable).with_name("s3events"))
-
-    def rows() -> Counter[tuple[int, int]]:
-        try:
-            table = DeltaTable(target, storage_options=storage).to_pyarrow_table(columns=["f", "n"])
-        except Exception:  # no target table yet
-            return Counter()
-        return Counter(zip(table.column("f").to_pylist(), table.column("n").to_pylist(), strict=True))
+    rows = partial(counted_rows, target, storage, ("f", "n"))
 
     def lines(files: range) -> Counter[tuple[int, int]]:
         return Counter((f, n) for f in files for n in range(LINES))
@@ -64,7 +58,7 @@ def test_continuous_capture_and_ingest_outlive_an_unreachable_endpoint_and_catch
         continuous = ["--continuous", "--min-sync-interval-seconds", "1"]
         processes = {
             name: subprocess.Popen(
-                [exe, *_args([name, *continuous], stack, proxy, **conf)],
+                [exe, *through_proxy([name, *continuous], stack, proxy, **conf)],
                 stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env,
             )
             for name, log in logs.items()
@@ -81,7 +75,7 @@ def test_continuous_capture_and_ingest_outlive_an_unreachable_endpoint_and_catch
             before = {name: len(_failed_cycles(log)) for name, log in logs.items()}
             for f in range(2, 5):
                 _put(s3, stack.bucket, f)
-            status = run_cli(_args(["status"], stack, proxy, **conf), timeout=120)
+            status = run_cli(through_proxy(["status"], stack, proxy, **conf), timeout=120)
             _wait_for(
                 lambda: all(len(_failed_cycles(log)) >= before[name] + 2 for name, log in logs.items()),
                 deadline_seconds=300, alive=alive, logs=log_list,

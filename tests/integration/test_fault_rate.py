@@ -10,29 +10,21 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable
 
 from s3events.dev.fault_proxy import FaultProxy
 from s3events.infra import aws
-from tests.conftest import Stack, run_cli, spark_env
+from tests.conftest import counted_rows, run_cli, spark_env, through_proxy
 
 pytestmark = pytest.mark.integration
 
 FILES = 6
 LOST = 2  # files whose notifications never arrive
 LINES = 3
-
-
-def _args(command: list[str], stack: Stack, proxy: FaultProxy, **extra: object) -> list[str]:
-    """`command` (with its flags) through the proxy: every AWS request of the run passes through it."""
-    conf = stack.conf(source__queue__long__poll__wait=0, aws__startup__timeout__seconds=60, **extra)
-    conf = [f"s3events.aws.endpoint.url={proxy.url}" if kv.startswith("s3events.aws.endpoint.url=") else kv
-            for kv in conf]
-    return [*command, *(arg for kv in conf for arg in ("--conf", kv))]
 
 
 def _runs_until(
@@ -92,31 +84,26 @@ def test_capture_backfill_and_ingest_with_ten_percent_of_requests_failing_land_e
         return depth["ApproximateNumberOfMessages"] == depth["ApproximateNumberOfMessagesNotVisible"] == "0"
 
     def landed() -> bool:
-        try:
-            rows = DeltaTable(target, storage_options=storage).to_pyarrow_table(columns=["f", "n"])
-        except Exception:  # no target table yet
-            return False
-        return len(rows) >= sum(expected.values())
+        return counted_rows(target, storage, ("f", "n")).total() >= expected.total()
 
     env = spark_env()
     with FaultProxy(endpoint.url, rate=0.10, seed=11, random_kinds=kinds) as proxy:
-        capture = _args(["capture", "--once"], stack, proxy)
+        capture = through_proxy(["capture", "--once"], stack, proxy)
         capture_codes = _runs_until(
             lambda _: drained(), lambda: run_cli(capture).returncode, deadline_seconds=300
         )
-        backfill = _args(["backfill", "--source", f"s3://{stack.bucket}"], stack, proxy)
+        backfill = through_proxy(["backfill", "--source", f"s3://{stack.bucket}"], stack, proxy)
         backfill_codes = _runs_until(
             lambda codes: bool(codes) and codes[-1] == 0,  # a complete pass
             lambda: run_cli(backfill).returncode,
             deadline_seconds=300,
         )
-        ingest = _args(["ingest", "--once"], stack, proxy, **ingest_conf)
+        ingest = through_proxy(["ingest", "--once"], stack, proxy, **ingest_conf)
         ingest_codes = _runs_until(
             lambda _: landed(), lambda: run_cli(ingest, env=env, timeout=300).returncode, deadline_seconds=600
         )
 
-    table = DeltaTable(target, storage_options=storage).to_pyarrow_table(columns=["f", "n"])
-    assert Counter(zip(table.column("f").to_pylist(), table.column("n").to_pylist(), strict=True)) == expected
+    assert counted_rows(target, storage, ("f", "n")) == expected
     codes = capture_codes + backfill_codes + ingest_codes
     assert set(codes) <= {0, 1}, (capture_codes, backfill_codes, ingest_codes)  # never a crash
     kinds = Counter(i.kind for i in proxy.injected)
@@ -145,13 +132,7 @@ def test_continuous_processes_ride_out_thirty_percent_faults_and_catch_up_withou
     env = spark_env()
     exe = str(Path(sys.executable).with_name("s3events"))
     expected = Counter((f, n) for f in range(FILES) for n in range(LINES))
-
-    def rows() -> Counter[tuple[int, int]]:
-        try:
-            table = DeltaTable(target, storage_options=storage).to_pyarrow_table(columns=["f", "n"])
-        except Exception:  # no target table yet
-            return Counter()
-        return Counter(zip(table.column("f").to_pylist(), table.column("n").to_pylist(), strict=True))
+    rows = partial(counted_rows, target, storage, ("f", "n"))
 
     with FaultProxy(endpoint.url, rate=0.30, seed=5) as proxy:
         conf = {
@@ -164,7 +145,7 @@ def test_continuous_processes_ride_out_thirty_percent_faults_and_catch_up_withou
         continuous = ["--continuous", "--min-sync-interval-seconds", "1"]
         processes = [
             subprocess.Popen(
-                [exe, *_args([command, *continuous], stack, proxy, **conf)],
+                [exe, *through_proxy([command, *continuous], stack, proxy, **conf)],
                 stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env,
             )
             for command, log in zip(("capture", "ingest"), logs, strict=True)

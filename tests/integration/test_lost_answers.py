@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 
 from s3events.dev.fault_proxy import Fault, FaultProxy
 from s3events.infra import aws
-from tests.conftest import Stack, run_cli, spark_env
+from tests.conftest import Stack, run_cli, spark_env, through_proxy
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ def proxy(endpoint) -> Iterator[FaultProxy]:
 
 
 def _capture(stack: Stack, proxy: FaultProxy) -> list[str]:
-    return ["capture", "--once", *_swap_endpoint(stack, proxy)]
+    return through_proxy(["capture", "--once"], stack, proxy)
 
 
 def _rows(stack: Stack, aws_options: aws.AwsOptions) -> list[str]:
@@ -91,7 +91,7 @@ def test_an_ingest_commit_whose_answer_is_lost_lands_its_lines_exactly_once(
         "ingest__target__events__max__files__per__batch": 1,
         "spark__master": "local[1]",
     }
-    args = ["ingest", "--once", *_swap_endpoint(stack, proxy, **conf)]
+    args = through_proxy(["ingest", "--once"], stack, proxy, **conf)
     # One file per batch: version 0 creates the target with the first file, version 1 adds the second.
     proxy.add(Fault("drop_after", "/events" + VERSION.format(version), method="PUT"))
 
@@ -103,10 +103,3 @@ def test_an_ingest_commit_whose_answer_is_lost_lands_its_lines_exactly_once(
     assert second.returncode == 0, second.stderr
     table = DeltaTable(target, storage_options=aws.delta_storage_options(aws_options))
     assert Counter(table.to_pyarrow_table(columns=["n"]).column("n").to_pylist()) == Counter([0, 10, 1, 11])
-
-
-def _swap_endpoint(stack: Stack, proxy: FaultProxy, **extra: object) -> list[str]:
-    conf = stack.conf(source__queue__long__poll__wait=0, aws__startup__timeout__seconds=30, **extra)
-    conf = [f"s3events.aws.endpoint.url={proxy.url}" if kv.startswith("s3events.aws.endpoint.url=") else kv
-            for kv in conf]
-    return [arg for kv in conf for arg in ("--conf", kv)]

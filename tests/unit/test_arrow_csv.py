@@ -3,26 +3,14 @@ what the line path (split lines, Spark's from_csv) would give; otherwise it is d
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pyarrow as pa
 import pytest
 
 from s3events.ingest.files.fast_csv import CsvOptions, csv_options, parse_csv
 from s3events.ingest.files.fast_text import parse_text
-from s3events.ingest.model import FileRef
+from tests.unit.conftest import file_ref
 
-FILE = FileRef(
-    bucket="b",
-    key="in/f.csv",
-    etag="e1",
-    version_id=None,
-    size=0,
-    event_time=datetime(2026, 11, 22, tzinfo=UTC),
-    event_id="ev1",
-    event_kind="created",
-    commit_version=1,
-)
+FILE = file_ref("in/f.csv")
 NONE = pa.schema([])
 
 

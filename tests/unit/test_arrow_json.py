@@ -3,26 +3,14 @@ the line path would give; otherwise it is declined with a reason (and the line p
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pyarrow as pa
 import pytest
 
 from s3events.ingest.files.fast_json import fast_path_supports, parse_json_lines
 from s3events.ingest.files.fast_path import _table_schema
-from s3events.ingest.model import FileRef
+from tests.unit.conftest import file_ref
 
-FILE = FileRef(
-    bucket="b",
-    key="in/dt=2026-11-22/f.json",
-    etag="e1",
-    version_id=None,
-    size=0,
-    event_time=datetime(2026, 11, 22, tzinfo=UTC),
-    event_id="ev1",
-    event_kind="created",
-    commit_version=1,
-)
+FILE = file_ref("in/dt=2026-11-22/f.json")
 NONE = pa.schema([])
 
 
