@@ -104,11 +104,7 @@ def commit_files(
             partition_by=list(partition_by) or None,
             commit_properties=properties,
         )
-    try:
-        return _version_of(table_uri, storage_options, commit_id)
-    except OSError as exc:  # the commit stands; only reading its version back failed (an outage)
-        action = "committed, but cannot read back the version of the table"
-        raise translate(exc, action=action, path=table_uri) from exc
+    return _version_of(table_uri, storage_options, commit_id)
 
 
 def check_transactions(
@@ -116,7 +112,7 @@ def check_transactions(
 ) -> None:
     """CommitConflict unless `table`'s snapshot holds exactly the `expected` app transaction versions."""
     for app_id, version in (expected or {}).items():
-        current = table.transaction_version(app_id) if table is not None else None
+        current = _transaction_version(table, table_uri, app_id) if table is not None else None
         if current != version:
             raise CommitConflict(
                 f"{table_uri}: app transaction {app_id} is at {current}, not {version} as when this "
@@ -129,7 +125,17 @@ def transaction_versions(
 ) -> dict[str, int | None]:
     """The stored app-transaction version per app id; None for unknown ids or when there is no table."""
     table = open_table(table_uri, storage_options)
-    return {app_id: table.transaction_version(app_id) if table else None for app_id in app_ids}
+    return {app_id: _transaction_version(table, table_uri, app_id) if table else None for app_id in app_ids}
+
+
+def _transaction_version(table: DeltaTable, table_uri: str, app_id: str) -> int | None:
+    """`table.transaction_version(app_id)`, its storage errors in one line naming the table: delta-rs
+    reads the log again for it (it is not in the loaded snapshot), so an outage shows here too."""
+    try:
+        return table.transaction_version(app_id)
+    except (OSError, DeltaError) as exc:
+        action = "cannot read the app transactions of the Delta table"
+        raise translate(exc, action=action, path=table_uri) from exc
 
 
 def _create_with_files(
@@ -230,7 +236,11 @@ def _version_of(table_uri: str, storage_options: Mapping[str, str], commit_id: s
         if table is None:
             raise FatalError(f"{table_uri} disappeared right after a commit")
         latest = table.version()
-        history = table.history(limit)
+        try:
+            history = table.history(limit)
+        except (OSError, DeltaError) as exc:  # the commit stands; only reading its version back failed
+            action = "committed, but cannot read back the version of the table"
+            raise translate(exc, action=action, path=table_uri) from exc
         expected = min(limit, latest + 1)
         # history() lists commits up to the newest in the log but numbers them from the version the
         # table object loaded: if a writer committed in between, there are extra entries. Look again.

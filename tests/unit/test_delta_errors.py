@@ -156,3 +156,66 @@ def test_a_loop_logs_an_outage_in_one_line_wherever_the_store_stopped_answering(
     assert transient_reason(TransientError("throttled")) == "throttled"
     assert transient_reason(OSError(NO_SUCH_BUCKET)) is None  # a person must act: keep the traceback
     assert transient_reason(KeyError("a bug")) is None
+
+
+class _UnreachableTable:
+    """A DeltaTable opened before the endpoint went away: every read of the log fails as delta-rs does."""
+
+    def version(self) -> int:
+        return 3
+
+    def transaction_version(self, app_id: str) -> int | None:
+        raise OSError(REFUSED)
+
+    def history(self, limit: int | None = None) -> list[dict[str, object]]:
+        raise OSError(REFUSED)
+
+
+def test_reading_checkpoints_during_an_outage_is_one_transient_line_naming_the_table(monkeypatch):
+    from s3events.infra import delta_commit
+
+    monkeypatch.setattr(delta_commit, "open_table", lambda path, options: _UnreachableTable())
+    with pytest.raises(TransientError) as read:
+        delta_commit.transaction_versions("s3://lake/t", ["ingest"], {})
+    with pytest.raises(TransientError) as checked:
+        delta_commit.check_transactions(_UnreachableTable(), "s3://lake/t", {"ingest": 2})  # type: ignore[arg-type]
+    for error in (read.value, checked.value):
+        _one_line_without_colours(str(error))
+        assert str(error).startswith(
+            "cannot read the app transactions of the Delta table at s3://lake/t: cannot reach the storage"
+        )
+
+
+def test_reading_back_a_landed_commit_during_an_outage_says_it_landed_and_names_the_table(monkeypatch):
+    from s3events.infra import delta_commit
+
+    monkeypatch.setattr(delta_commit, "open_table", lambda path, options: _UnreachableTable())
+    with pytest.raises(TransientError) as error:
+        delta_commit._version_of("s3://lake/t", {}, "commit-1")
+    _one_line_without_colours(str(error.value))
+    assert str(error.value).startswith(
+        "committed, but cannot read back the version of the table at s3://lake/t: cannot reach the storage"
+    )
+
+
+def test_a_real_delta_rs_error_reading_checkpoints_names_the_table(monkeypatch, tmp_path):
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    from s3events.infra import delta_commit
+
+    path = str(tmp_path / "t")
+    properties = CommitProperties(app_transactions=[Transaction("ingest", 2)])
+    write_deltalake(path, pa.table({"a": [1]}), commit_properties=properties)
+    table = DeltaTable(path)
+    log = tmp_path / "t" / "_delta_log"
+    for entry in log.iterdir():
+        entry.unlink()
+    log.rmdir()
+    log.write_text("")  # the log is gone after the table was opened: delta-rs reads it again
+    monkeypatch.setattr(delta_commit, "open_table", lambda path, options: table)
+
+    with pytest.raises(FatalError) as error:
+        delta_commit.transaction_versions(path, ["ingest"], {})
+    _one_line_without_colours(str(error.value))
+    assert str(error.value).startswith(f"cannot read the app transactions of the Delta table at {path}: ")
