@@ -117,12 +117,24 @@ def _load_json_object(text: str, where: str) -> dict[str, Any] | Poison:
     except RecursionError:
         return Poison(f"{where}: not valid JSON: nested too deeply")
     except json.JSONDecodeError as exc:
-        return Poison(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+        return Poison(f"{where}: not valid JSON: {_json_problem(exc)}")
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         return Poison(f"{where}: not valid JSON: {str(exc)[:120]}")
     if not isinstance(value, dict):
         return Poison(f"{where}: expected a JSON object, got {_describe(value)}")
     return value
+
+
+def _json_problem(exc: json.JSONDecodeError) -> str:
+    """The decoder's complaint and where (some of its messages end in "at": the position follows)."""
+    where = f"at line {exc.lineno} column {exc.colno}"
+    if exc.msg.startswith("Invalid control character") and exc.pos < len(exc.doc):
+        code = ord(exc.doc[exc.pos])
+        return (
+            f"an unescaped control character U+{code:04X} in a string {where} "
+            f"(JSON needs it escaped, as \\u{code:04x})"
+        )
+    return f"{exc.msg.removesuffix(' at')} {where}"
 
 
 def _parse_document(doc: dict[str, Any], *, prefix: str, allow_sns: bool) -> Parsed:

@@ -157,6 +157,8 @@ def test_malformed_json_lines_go_to_the_error_table_with_file_and_line(make_stac
     for n in range(1, 101):
         if n % 10 == 0:
             raw = "{broken json" if n % 20 else '{"id": "not-a-number"}'
+            if n == 30:  # a NUL byte inside a string: JSON-ish, but not JSON
+                raw = '{"id": 30, "note": "a\x00b"}'
             bad_lines[n] = raw
             lines.append(raw)
         else:
@@ -175,6 +177,10 @@ def test_malformed_json_lines_go_to_the_error_table_with_file_and_line(make_stac
     assert all(e["_source_file"] == f"s3://{stack.bucket}/bad/mixed.json" for e in errors)
     reasons = {e["_source_line"]: e["error"] for e in errors}
     assert reasons[10] == "not valid JSON" and "type conflict" in reasons[20]
+    assert reasons[30] == (
+        "not valid JSON: an unescaped control character U+0000 in a string at column 22 "
+        "(JSON needs it escaped, as \\u0000)"
+    )
 
 
 def test_two_targets_progress_independently_and_a_failing_one_does_not_stop_the_other(

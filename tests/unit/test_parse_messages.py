@@ -748,6 +748,27 @@ def test_body_that_is_not_an_s3_message_is_poison(body: str, expected: str) -> N
     assert reason_of(parse_message(body)).startswith(expected)
 
 
+def test_a_nul_byte_inside_a_json_string_is_poison_saying_the_body_is_not_valid_json() -> None:
+    body = json.dumps(notification("data/a\x00b.csv"))
+    assert "\\u0000" in body
+    body = body.replace("\\u0000", "\x00")  # the NUL itself, not its escape: JSON-ish, but not JSON
+    column = body.index("\x00") + 1
+    assert reason_of(parse_message(body)) == (
+        f"body: not valid JSON: an unescaped control character U+0000 in a string at line 1 column {column} "
+        "(JSON needs it escaped, as \\u0000)"
+    )
+    wrapped = json.dumps(sns_wrap(body))  # in an SNS envelope the NUL is escaped, the Message holds it
+    assert reason_of(parse_message(wrapped)).startswith(
+        "Message: not valid JSON: an unescaped control character U+0000 in a string at line 1 column"
+    )
+
+
+def test_a_json_error_ending_in_at_does_not_say_at_twice() -> None:
+    assert reason_of(parse_message('{"key": "unterminated')) == (
+        "body: not valid JSON: Unterminated string starting at line 1 column 9"
+    )
+
+
 def test_unrecognised_shape_reason_lists_top_level_fields() -> None:
     assert "top-level fields: 'detail', 'version'" in reason_of(
         parse_message('{"detail": {}, "version": "0"}')

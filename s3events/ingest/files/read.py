@@ -181,13 +181,38 @@ def _parse_lines(
         return good, read_errors.unionByName(bad)
     schema = _json_schema(spark, target, ok, options, existing)
     parsed = ok.withColumn("p", F.from_json("value", _with_corrupt(schema), _permissive(options)))
-    invalid_reason = (
-        F.when(F.get_json_object("value", "$").isNull(), F.lit("not valid JSON"))
-        .when(~F.trim("value").startswith("{"), F.lit("not a JSON object"))
-        .otherwise(F.lit(f"does not match the target schema {_ddl(schema)} (type conflict)"))
-    )
-    good, bad = _split_parsed(parsed, schema, invalid_reason, cached)
+    good, bad = _split_parsed(parsed, schema, _json_invalid_reason(schema, options), cached)
     return good, read_errors.unionByName(bad)
+
+
+# A control character (U+0000 to U+001F) left unescaped inside a JSON string, group 1 (Java and Python
+# regex alike): the strings before it are skipped whole, so a tab between tokens does not match.
+RAW_CONTROL_IN_STRING = (
+    r'(?s)^[^"]*+(?:"(?:[^"\\\x00-\x1f]|\\.)*+"[^"]*+)*+"(?:[^"\\\x00-\x1f]|\\.)*+([\x00-\x1f])'
+)
+
+
+def _json_invalid_reason(schema: T.StructType, options: dict[str, str]) -> Column:
+    """Why from_json refused a line. get_json_object tells invalid JSON apart, but it lets a raw control
+    character in a string through (Spark's Hive-compatible parser) where from_json refuses it (unless
+    allowUnquotedControlChars): such a line is invalid JSON, not a type conflict."""
+    reason = F.when(F.get_json_object("value", "$").isNull(), F.lit("not valid JSON"))
+    lenient = {k.lower(): v for k, v in options.items()}.get("allowunquotedcontrolchars", "false")
+    if lenient.strip().lower() != "true":
+        char = F.regexp_extract("value", RAW_CONTROL_IN_STRING, 1)
+        reason = reason.when(
+            char != "",
+            F.format_string(
+                "not valid JSON: an unescaped control character U+%04X in a string at column %d "
+                "(JSON needs it escaped, as \\u%04x)",
+                F.ascii(char),
+                F.length(F.regexp_extract("value", RAW_CONTROL_IN_STRING, 0)),
+                F.ascii(char),
+            ),
+        )
+    return reason.when(~F.trim("value").startswith("{"), F.lit("not a JSON object")).otherwise(
+        F.lit(f"does not match the target schema {_ddl(schema)} (type conflict)")
+    )
 
 
 def _parse_csv(
