@@ -110,6 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     maintain.add_argument("--dry-run", action="store_true", help="print what a pass would do; change nothing")
 
+    migrate = sub.add_parser(
+        "migrate", help="rewrite a metadata table of schema version 1 into identity buckets (writers stopped)"
+    )
+    _add_config_args(migrate)
+    migrate.add_argument("--dry-run", action="store_true", help="print what it would do; change nothing")
+    migrate.add_argument(
+        "--force", action="store_true", help="migrate even though the table was committed to within a minute"
+    )
+
     setup = sub.add_parser(
         "setup", help="create or repair the notification path: queues, queue policy, bucket notifications"
     )
@@ -290,6 +299,25 @@ def run(argv: Sequence[str] | None = None) -> int:
             print("\n".join(r.line() for r in reports))
             if any(r.error for r in reports):
                 return EXIT_FAILURE
+        elif args.command == "migrate":
+            from datetime import UTC, datetime
+
+            from s3events import preflight
+            from s3events.infra import aws
+            from s3events.maintenance.service import select_tables
+            from s3events.metadata.migrate import migrate
+
+            settings = _load(args, "migrate")
+            tables = select_tables(settings, "metadata")
+            preflight.check(settings, preflight.maintain_locations(tables))
+            migration = migrate(
+                settings.require(keys.METADATA_TABLE_PATH),
+                aws.FreshStorageOptions(aws.options_from(settings)),
+                now=datetime.now(UTC),
+                dry_run=args.dry_run,
+                force=args.force,
+            )
+            print(migration.line())
         elif args.command == "setup":
             from s3events.setup.command import run_setup, run_verify
 

@@ -19,6 +19,7 @@ from s3events.backfill.model import APP_ID
 from s3events.events.record import EventRecord
 from s3events.infra import aws, delta, delta_commit
 from s3events.metadata.table import (
+    METADATA_PARTITION_BY,
     METADATA_SCHEMA,
     METADATA_SCHEMA_VERSION,
     CommitResult,
@@ -96,11 +97,15 @@ class BackfillTable:
         @delta.retry_conflicts(self._attempts)
         def attempt() -> tuple[int, int]:
             value = max(epoch_seconds, self.last_completed() or 0)
+            # The table's own layout when it has one (a table of schema version 1 is unpartitioned).
+            table = delta.open_table(self.path, aws.resolve(self._storage))
+            schema = METADATA_SCHEMA if table is None else pa.schema(table.schema())
+            partition_by = METADATA_PARTITION_BY if table is None else table.metadata().partition_columns
             version = delta_commit.commit_files(
                 self.path,
                 [],
-                schema=METADATA_SCHEMA,
-                partition_by=[],
+                schema=schema,
+                partition_by=partition_by,
                 storage_options=aws.resolve(self._storage),
                 transactions={APP_ID: value},
                 configuration=delta.table_properties("metadata", METADATA_SCHEMA_VERSION),

@@ -119,7 +119,16 @@ TargetMode = Literal["append", "merge"]
 OnMissingObject = Literal["skip", "fail"]
 OnObjectRemoved = Literal["ignore", "delete"]
 
-COMMANDS: tuple[str, ...] = ("capture", "ingest", "backfill", "status", "maintain", "setup", "teardown")
+COMMANDS: tuple[str, ...] = (
+    "capture",
+    "ingest",
+    "backfill",
+    "status",
+    "maintain",
+    "migrate",
+    "setup",
+    "teardown",
+)
 """The commands `Settings.validate_for` knows (`Key.required_for` names these)."""
 
 _CAPTURE = frozenset({"capture"})
@@ -556,10 +565,11 @@ MAINTENANCE_INTERVAL_SECONDS: Key[float] = Key(
 MAINTENANCE_COMPACT_SMALL_FILES: Key[int] = Key(
     name="s3events.maintenance.compact.small.files",
     type=IntType(min=2, max=100000),
-    default=50,
-    doc="Between full passes, a process compacts one of its tables as soon as it holds this many small "
-    "files (checked about every 30 s): each small file is one more file every MERGE and read opens, so "
-    "commit cost stays flat instead of climbing until the next pass.",
+    default=16,
+    doc="Between full passes, a process compacts one of its tables as soon as it (or, for a partitioned "
+    "table such as the metadata table's identity buckets, one partition) holds this many small files "
+    "(checked about every 30 s): each small file is one more file every MERGE and read opens, so commit "
+    "cost stays flat instead of climbing until the next pass.",
     group="Maintenance",
 )
 MAINTENANCE_TARGET_FILE_BYTES: Key[int] = Key(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from s3events.errors import FatalError, TransientError
@@ -21,6 +22,38 @@ _COLUMNS = ["bucket", "key", "etag", "version_id", "size", "event_time", "event_
 class Changes:
     rows: list[FileRef]
     latest_version: int  # the metadata version read up to (inclusive)
+
+
+_GONE = pa.array(["delete", "update_preimage"])
+_CAME = pa.array(["insert", "update_postimage"])
+
+
+def new_rows(changes: pa.Table) -> pa.Table:
+    """The inserted and refreshed rows of a change feed read, less the rows a rewrite only moved.
+
+    Capture and backfill never delete a row, and a refresh always moves its event time forward
+    (`RECREATED`), so a row that one commit both removes and adds back, with the same event id and event
+    time, was moved, not seen again: `s3events migrate` rewriting a table into identity buckets (a
+    data-changing overwrite, then a MERGE moving rows a concurrent writer added meanwhile). Filtered in
+    Arrow before anything becomes Python objects: such a commit holds the whole table twice."""
+    changes = _plain_strings(changes)
+    kind = changes.column("_change_type")
+    came = changes.filter(pc.is_in(kind, value_set=_CAME))
+    gone = changes.filter(pc.is_in(kind, value_set=_GONE))
+    if gone.num_rows == 0:
+        return came
+    return came.filter(pc.invert(pc.is_in(_row_key(came), value_set=_row_key(gone))))
+
+
+def _plain_strings(rows: pa.Table) -> pa.Table:
+    """string_view columns (delta-rs reads its rewritten files so) as strings: Arrow's filter needs them."""
+    schema = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in rows.schema])
+    return rows.cast(schema)
+
+
+def _row_key(rows: pa.Table) -> pa.Array:
+    parts = [rows.column(name).cast(pa.string()) for name in ("_commit_version", "event_id", "event_time")]
+    return pc.binary_join_element_wise(*parts, "\x00").combine_chunks()
 
 
 class MetadataFeed:
@@ -59,6 +92,7 @@ class MetadataFeed:
                 "If old versions were vacuumed, restart the target with --checkpoint at a version "
                 "that still exists (and backfill the gap)"
             ) from exc
+        changes = new_rows(changes)
         rows = [
             FileRef(
                 bucket=r["bucket"],
@@ -73,7 +107,6 @@ class MetadataFeed:
                 recreated=r["_change_type"] == "update_postimage",
             )
             for r in changes.to_pylist()
-            if r["_change_type"] in ("insert", "update_postimage")
         ]
         return Changes(rows, up_to)
 

@@ -21,7 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction
@@ -30,6 +33,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from s3events.errors import CommitConflict
 from s3events.infra import aws, delta, delta_commit
+from s3events.infra.parquet_files import partition_value
 from s3events.maintenance.model import (
     APP_ID,
     LEASE_SECONDS,
@@ -73,11 +77,12 @@ def maintain(
     if keep is not None:
         since = f"{keep.since:%Y-%m-%dT%H:%M:%SZ}"
         report.notes.append(f"keeping the change feed since {since} for {keep.reader}")
-    # 1. compact
+    # 1. compact every partition (or the unpartitioned table) where two small files can become one
+    crowded = _crowded(opened, options, min_small=2)
     if options.dry_run:
-        report.compacted_from = report.small_files_before if report.small_files_before > 1 else 0
-    elif report.small_files_before > 1:
-        _compact_under_lease(table.path, storage, options, now=now, report=report)
+        report.compacted_from = crowded.small_files
+    elif crowded.small_files:
+        _compact_under_lease(table.path, storage, options, now=now, report=report, crowded=crowded)
     current = _open(table.path, storage)
     # 2. checkpoint, when enough commits followed the last one
     checkpointed = current.transaction_version(CHECKPOINTED_AT)
@@ -122,17 +127,18 @@ def compact_if_crowded(
     small_files: int,
     now: datetime,
 ) -> TableReport | None:
-    """Compaction alone, when the table holds at least `small_files` small files (between full passes,
-    so commit cost stays flat); None when it does not (or there is no table)."""
+    """Compaction alone, of the partitions (or the unpartitioned table) holding at least `small_files`
+    small files (between full passes, so commit cost stays flat); None when none does (or no table)."""
     opened = delta.open_table(table.path, aws.resolve(storage))
     if opened is None:
         return None
     started = time.monotonic()
+    crowded = _crowded(opened, options, min_small=small_files)
+    if not crowded.small_files:
+        return None
     report = TableReport(table.label, table.path, compaction_only=True)
     _measure_before(report, opened, options)
-    if report.small_files_before < small_files:
-        return None
-    _compact_under_lease(table.path, storage, options, now=now, report=report)
+    _compact_under_lease(table.path, storage, options, now=now, report=report, crowded=crowded)
     _measure_after(report, _open(table.path, storage), started)
     return report
 
@@ -151,15 +157,46 @@ def _measure_after(report: TableReport, table: DeltaTable, started: float) -> No
     report.elapsed_seconds = time.monotonic() - started
 
 
+@dataclass(frozen=True, slots=True)
+class _Crowded:
+    """What to compact: `filters` for delta-rs (None: the whole table) and the small files they hold."""
+
+    filters: list[tuple[str, str, Any]] | None
+    small_files: int
+
+
+def _crowded(table: DeltaTable, options: MaintenanceOptions, *, min_small: int) -> _Crowded:
+    """The partitions holding at least `min_small` small files. One partition column gives an `in`
+    filter of their values; other layouts (a target partitioned by several columns, a null value) are
+    compacted whole, as delta-rs bins each partition apart anyway."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    columns = list(table.metadata().partition_columns)
+    sizes = actions.column("size_bytes").to_pylist()
+    values = [actions.column(f"partition.{c}").to_pylist() for c in columns]
+    keys = list(zip(*values, strict=True)) if columns else [()] * len(sizes)
+    small = Counter(key for key, size in zip(keys, sizes, strict=True) if size < options.small_file_bytes)
+    chosen = {key: n for key, n in small.items() if n >= min_small}
+    total = sum(chosen.values())
+    if not chosen or len(columns) != 1 or any(key[0] is None for key in chosen):
+        return _Crowded(None, total)
+    return _Crowded([(columns[0], "in", sorted(str(partition_value(key[0])) for key in chosen))], total)
+
+
 def _compact_under_lease(
-    path: str, storage: aws.StorageOptions, options: MaintenanceOptions, *, now: datetime, report: TableReport
+    path: str,
+    storage: aws.StorageOptions,
+    options: MaintenanceOptions,
+    *,
+    now: datetime,
+    report: TableReport,
+    crowded: _Crowded,
 ) -> None:
     lease = _take_lease(path, storage, now=int(now.timestamp()))
     if isinstance(lease, str):
         report.notes.append(lease)
         return
     try:
-        metrics = _compact(path, storage, options)
+        metrics = _compact(path, storage, options, crowded.filters)
     finally:
         _release_lease(path, storage, lease)
     report.compacted_from = int(metrics.get("numFilesRemoved", 0))
@@ -213,10 +250,16 @@ def _release_lease(path: str, storage: aws.StorageOptions, lease: int) -> None:
 
 
 @_retry_conflicts
-def _compact(path: str, storage: aws.StorageOptions, options: MaintenanceOptions) -> dict[str, int]:
+def _compact(
+    path: str,
+    storage: aws.StorageOptions,
+    options: MaintenanceOptions,
+    filters: list[tuple[str, str, Any]] | None,
+) -> dict[str, int]:
     """Bin-pack small files on a fresh snapshot, releasing the lease in the same commit; another
     writer winning the race costs a retry."""
     metrics = _open(path, storage).optimize.compact(
+        partition_filters=filters,
         target_size=options.target_file_bytes,
         commit_properties=CommitProperties(custom_metadata=_WRITER, app_transactions=[Transaction(LEASE, 0)]),
     )

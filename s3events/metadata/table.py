@@ -18,8 +18,19 @@ from s3events.infra import aws, delta
 
 log = logging.getLogger(__name__)
 
-METADATA_SCHEMA_VERSION = 1
+# 2: partitioned by `id_bucket` (new tables). 1: unpartitioned, written by s3events before the identity
+# buckets; still served as it is (its duplicate check reads every row of the window), and rewritten into
+# buckets by `s3events migrate` (metadata/migrate.py).
+METADATA_SCHEMA_VERSION = 2
 QUARANTINE_SCHEMA_VERSION = 1
+
+# The metadata table's partition column: the first two hex digits of event_id (a SHA-256, so uniform).
+# A MERGE joining on it touches only the buckets of the batch's identities (delta-rs expands a partition
+# column's join to the source's exact values, while a plain column only gets a min..max range, which
+# random ids stretch over the whole table): a commit of n events reads at most n of the 256 buckets, so
+# its cost follows the window's rows / 256, not the table's history. See docs/maintenance.md.
+ID_BUCKET = "id_bucket"
+ID_BUCKET_CHARS = 2
 
 _REOPEN_SECONDS = 900.0
 _CLOCK_SKEW = timedelta(days=1)  # S3's event clock against ours, generously
@@ -41,8 +52,10 @@ METADATA_SCHEMA = pa.schema(
         pa.field("event_source", pa.string(), nullable=False),
         pa.field("message_id", pa.string()),
         pa.field("captured_at", _TS, nullable=False),
+        pa.field(ID_BUCKET, pa.string()),  # nullable: `migrate` must be able to see rows left without one
     ]
 )
+METADATA_PARTITION_BY = [ID_BUCKET]
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -68,6 +81,20 @@ class CommitResult:
     conflicts: int = 0  # commit conflicts with other writers, retried on fresh state before this result
 
 
+def id_bucket(event_id: str) -> str:
+    return event_id[:ID_BUCKET_CHARS]
+
+
+def is_bucketed(table: Any) -> bool:
+    """Whether a metadata table has today's layout (partitioned by `id_bucket`) or the unpartitioned one
+    of schema version 1."""
+    return ID_BUCKET in _partitions(table)
+
+
+def _partitions(table: Any) -> list[str]:
+    return list(table.metadata().partition_columns)
+
+
 def _metadata_batch(records: Sequence[EventRecord]) -> pa.Table:
     columns: dict[str, list[Any]] = {name: [] for name in METADATA_SCHEMA.names}
     for r in records:
@@ -86,6 +113,7 @@ def _metadata_batch(records: Sequence[EventRecord]) -> pa.Table:
             ("event_source", r.source),
             ("message_id", r.message_id),
             ("captured_at", r.captured_at),
+            (ID_BUCKET, id_bucket(e.event_id)),
         ):
             columns[name].append(value)
     return pa.Table.from_pydict(columns, schema=METADATA_SCHEMA)
@@ -113,7 +141,10 @@ def _quarantine_batch(records: Sequence[QuarantineRecord]) -> pa.Table:
 
 class _IdentityTable:
     """A table written by MERGEs on one identity column that insert absent rows (and, with `refresh_when`,
-    overwrite a matched row when that predicate on source `s` and target `t` holds), retried on conflicts."""
+    overwrite a matched row when that predicate on source `s` and target `t` holds), retried on conflicts.
+
+    With `partition`, a column derived from the identity that new tables are partitioned by; the MERGE
+    joins on it too when the table is (a table created before it existed is served unpartitioned)."""
 
     def __init__(
         self,
@@ -127,8 +158,10 @@ class _IdentityTable:
         commit_attempts: int,
         window: tuple[str, timedelta, str | None] | None = None,
         refresh_when: str | None = None,
+        partition: str | None = None,
     ) -> None:
         self.path = path
+        self._partition = partition
         self._refresh_when = refresh_when
         # (target timestamp column, age, source column extending it): the MERGE only reads rows this recent
         self._window = window
@@ -150,7 +183,16 @@ class _IdentityTable:
                 kind=self._kind,
                 schema_version=self._schema_version,
                 storage_options=aws.resolve(self._storage),
+                partition_by=[self._partition] if self._partition else None,
             )
+            if self._opened_at == 0.0 and self._partition and self._partition not in _partitions(self._table):
+                log.warning(
+                    "the %s table %s has the unpartitioned layout of schema version 1: each commit's "
+                    "duplicate check reads every row of the dedupe window; stop capture and backfill and "
+                    "run `s3events migrate` to rewrite it into identity buckets",
+                    self._kind,
+                    self.path,
+                )
             self._opened_at = time.monotonic()
         else:
             delta.update(self._table, path=self.path, kind=self._kind)
@@ -189,6 +231,9 @@ class _IdentityTable:
             attempts += 1
             table = self._fresh()  # fresh state on every attempt
             predicate = f"t.{self._identity} = s.{self._identity}"
+            # The layout is read on every attempt: `s3events migrate` may have bucketed the table meanwhile.
+            if self._partition is not None and self._partition in _partitions(table):
+                predicate = f"t.{self._partition} = s.{self._partition} AND {predicate}"
             if self._window is not None:
                 # A literal bound on a target column: delta-rs skips older files by their statistics.
                 column, since = self._window[0], self._window_start(batch)
@@ -201,8 +246,9 @@ class _IdentityTable:
                 commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
                 streamed_exec=False,
             )
-            # Explicit columns: the source may carry helper columns the refresh predicate reads.
-            columns = {name: f"s.{name}" for name in self._schema.names}
+            # Explicit columns, the table's own: the source may carry helper columns the refresh predicate
+            # reads, and the partition column an unpartitioned table of an older layout does not have.
+            columns = {name: f"s.{name}" for name in pa.schema(table.schema()).names}
             if self._refresh_when is not None:
                 merger = merger.when_matched_update(updates=columns, predicate=self._refresh_when)
             with delta.committing(self.path, kind="metadata"):
@@ -270,6 +316,7 @@ class MetadataTable(_IdentityTable):
             commit_attempts=commit_attempts,
             window=None if dedupe_window is None else ("captured_at", dedupe_window, extend_to),
             refresh_when=RECREATED,
+            partition=ID_BUCKET,
         )
 
     def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:

@@ -77,7 +77,7 @@ def test_metadata_table_has_change_data_feed_and_schema_version(make_stack, s3):
 
     config = DeltaTable(stack.metadata_path).metadata().configuration
     assert config["delta.enableChangeDataFeed"] == "true"
-    assert config["s3events.schema.version"] == "1"
+    assert config["s3events.schema.version"] == "2"
     feed = DeltaTable(stack.metadata_path).load_cdf(starting_version=0)
     changes = pa.RecordBatchReader.from_stream(feed).read_all().to_pylist()
     assert [c["key"] for c in changes if c["_change_type"] == "insert"] == ["a.json"]

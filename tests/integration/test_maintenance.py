@@ -2,7 +2,11 @@
 lose or repeat a line, a dry run changes nothing, lagging targets keep the change feed they need, a killed
 pass or a writer's orphan file costs nothing, and compaction beside a live capture loses or duplicates no
 event. Days pass through `run_maintenance(now=...)`; only where delta-rs itself ages a file by its own
-clock (vacuum of untracked files) does the file's modification time carry the days instead."""
+clock (vacuum of untracked files) does the file's modification time carry the days instead.
+
+The tests that count the metadata table's compactions run on a table of the unpartitioned layout that
+s3events wrote before identity buckets (still served, and maintained the same way): a few dozen events
+spread over 256 buckets leave nothing to compact. test_metadata_layout.py covers the bucketed layout."""
 
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from s3events.maintenance.model import APP_ID, COMPACT_CHECK_SECONDS, TableRepor
 from s3events.maintenance.service import PeriodicMaintenance, run_maintenance, select_tables
 from tests.conftest import Stack, read_table, run_cli
 from tests.integration.test_ingest import capture, jsonl, settings_for, target_conf
+from tests.legacy_layout import create_legacy_metadata_table
 
 pytestmark = pytest.mark.integration
 
@@ -143,6 +148,7 @@ def test_ingest_lands_every_line_once_across_compactions_of_the_metadata_and_tar
     make_stack, s3, spark, tmp_path
 ):
     stack = make_stack()
+    create_legacy_metadata_table(stack.metadata_path)  # bucketed ones: test_metadata_layout.py
     target = str(tmp_path / "t")
     settings = settings_of(stack, {"t": target_conf("t", target, "json", max__files__per__batch=4)})
 
@@ -204,6 +210,7 @@ def test_maintain_dry_run_through_the_cli_changes_nothing_and_names_every_table(
     make_stack, s3, sqs, spark, tmp_path
 ):
     stack = make_stack()
+    create_legacy_metadata_table(stack.metadata_path)  # bucketed ones: test_metadata_layout.py
     target = str(tmp_path / "t")
     conf = target_conf("t", target, "json", max__files__per__batch=2)
     settings = settings_of(stack, {"t": conf})
@@ -252,6 +259,7 @@ def test_maintain_dry_run_through_the_cli_changes_nothing_and_names_every_table(
 
 def test_a_lagging_target_keeps_the_metadata_change_feed_it_has_not_ingested(make_stack, s3, spark, tmp_path):
     stack = make_stack()
+    create_legacy_metadata_table(stack.metadata_path)  # bucketed ones: test_metadata_layout.py
     fast, slow = str(tmp_path / "fast"), str(tmp_path / "slow")
     settings = settings_of(
         stack, {"fast": target_conf("fast", fast, "json"), "slow": target_conf("slow", slow, "json")}
@@ -366,6 +374,7 @@ def test_a_continuous_process_compacts_a_crowded_table_between_passes_and_runs_f
     make_stack, s3
 ):
     stack = make_stack()
+    create_legacy_metadata_table(stack.metadata_path)  # bucketed ones: test_metadata_layout.py
     settings = load_settings(
         None,
         stack.conf(
@@ -554,6 +563,7 @@ def committed_or_exited(proc: subprocess.Popen[str], table_path: str, version: i
 
 def test_compaction_beside_a_running_capture_and_backfill_loses_and_duplicates_no_event(make_stack, s3):
     stack = make_stack()
+    create_legacy_metadata_table(stack.metadata_path)  # bucketed ones: test_metadata_layout.py
     args = conf_args(stack, **MAINTENANCE)
     # Small batches: while a wave flows in, capture commits every few events, back to back.
     capture_args = conf_args(stack, **MAINTENANCE, source__queue__max__messages__per__batch=4)

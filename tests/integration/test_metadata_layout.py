@@ -1,0 +1,200 @@
+"""The metadata table's identity buckets (real delta-rs tables, moto_server, local Spark): new tables are
+bucketed, crowded buckets are compacted alone, and a table of the unpartitioned layout of schema version 1
+is migrated by `s3events migrate` while ingest lands every line once across the rewrite."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from s3events.events.model import ObjectEvent
+from s3events.events.record import EventRecord
+from s3events.infra import aws, delta
+from s3events.infra.delta_commit import commit_files
+from s3events.infra.parquet_files import write_data_file
+from s3events.ingest.feed import MetadataFeed
+from s3events.maintenance.model import MaintenanceOptions, TableToMaintain
+from s3events.maintenance.table import compact_if_crowded
+from s3events.metadata.migrate import migrate
+from s3events.metadata.table import ID_BUCKET, METADATA_SCHEMA, MetadataTable, id_bucket
+from tests.conftest import read_table, run_cli
+from tests.integration.test_ingest import target_conf
+from tests.integration.test_maintenance import (
+    MAINTENANCE,
+    conf_args,
+    every_line_once,
+    ingest,
+    lines_of,
+    put_and_capture_each,
+    settings_of,
+)
+from tests.legacy_layout import create_legacy_metadata_table
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime.now(UTC)
+WINDOW = timedelta(days=15)
+
+
+def event_in_bucket(bucket: str, n: int) -> EventRecord:
+    """The n-th created event whose event id falls in identity bucket `bucket` (found by trying keys)."""
+    found = 0
+    for attempt in itertools.count():
+        event = ObjectEvent(
+            bucket="landing",
+            key=f"in/{bucket}/{attempt}.json",
+            event_name="ObjectCreated:Put",
+            event_time=NOW,
+            size=1,
+            etag=hashlib.md5(str(attempt).encode()).hexdigest(),
+        )
+        if id_bucket(event.event_id) == bucket:
+            if found == n:
+                return EventRecord(event=event, source="sqs", captured_at=NOW, message_id=f"m-{attempt}")
+            found += 1
+    raise AssertionError("unreachable")
+
+
+def bucket_files(path: str) -> Counter[str]:
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    return Counter(actions.column(f"partition.{ID_BUCKET}").to_pylist())
+
+
+def event_ids(path: str) -> Counter[str]:
+    return Counter(r["event_id"] for r in read_table(path))
+
+
+def test_a_new_metadata_table_is_bucketed_by_the_identity_and_drops_duplicates_across_buckets(tmp_path):
+    path = str(tmp_path / "metadata")
+    table = MetadataTable(path, storage_options={}, dedupe_window=WINDOW)
+    events = [event_in_bucket(b, 0) for b in ("00", "7f", "ff")]
+
+    first = table.commit(events, custom_metadata={})
+    again = table.commit([*events, event_in_bucket("7f", 1)], custom_metadata={})
+
+    assert (first.written, again.written, again.duplicates) == (3, 1, 3)
+    meta = DeltaTable(path).metadata()
+    assert meta.partition_columns == [ID_BUCKET]
+    assert meta.configuration[delta.SCHEMA_VERSION_PROPERTY] == "2"
+    assert bucket_files(path) == Counter({"00": 1, "7f": 2, "ff": 1})
+    assert all(r[ID_BUCKET] == r["event_id"][:2] for r in read_table(path))
+    # The second commit's MERGE read only its buckets' files, not the whole table.
+    merge = DeltaTable(path).history(1)[0]["operationMetrics"]
+    assert merge["num_target_files_scanned"] + merge["num_target_files_skipped_during_scan"] <= 3
+
+
+def test_only_a_crowded_bucket_is_compacted_and_the_change_feed_does_not_see_it(tmp_path):
+    path = str(tmp_path / "metadata")
+    table = MetadataTable(path, storage_options={}, dedupe_window=WINDOW)
+    for n in range(5):  # five one-event commits into bucket "ab", one each into two other buckets
+        table.commit([event_in_bucket("ab", n)], custom_metadata={})
+    for bucket in ("01", "fe"):
+        table.commit([event_in_bucket(bucket, 0)], custom_metadata={})
+    rows = event_ids(path)
+    before = int(DeltaTable(path).version())
+    options = MaintenanceOptions(target_file_bytes=1 << 20)
+    entry = TableToMaintain("metadata", path)
+
+    untouched = compact_if_crowded(entry, {}, options, small_files=6, now=NOW)
+    report = compact_if_crowded(entry, {}, options, small_files=5, now=NOW)
+
+    assert untouched is None
+    assert report is not None and (report.compacted_from, report.compacted_into) == (5, 1)
+    assert bucket_files(path) == Counter({"ab": 1, "01": 1, "fe": 1})
+    assert event_ids(path) == rows
+    feed = MetadataFeed(path, storage_options={})
+    assert feed.changes_after(before, up_to=feed.latest_version() or 0).rows == []
+
+
+def test_migrating_an_old_layout_table_keeps_every_line_once_and_the_duplicate_check(
+    make_stack, s3, spark, tmp_path
+):
+    stack = make_stack()
+    create_legacy_metadata_table(stack.metadata_path)
+    target = str(tmp_path / "t")
+    conf = target_conf("t", target, "json", max__files__per__batch=3)
+    settings = settings_of(stack, {"t": conf})
+    put_and_capture_each(stack, s3, settings, range(6))
+    ingest(settings, spark)  # files 0-5 landed
+    put_and_capture_each(stack, s3, settings, range(6, 9))  # captured under the old layout, not ingested
+    args = conf_args(stack, ingest__targets="t", **conf, **MAINTENANCE)
+
+    busy = run_cli(["migrate", *args])
+    dry = run_cli(["migrate", *args, "--dry-run"])
+    done = run_cli(["migrate", *args, "--force"])
+    again = run_cli(["migrate", *args])
+
+    assert busy.returncode == 3 and "stop capture and backfill" in busy.stderr, busy.stderr
+    assert dry.returncode == 0 and "would migrate: 9 rows" in dry.stdout, dry.stdout + dry.stderr
+    assert done.returncode == 0 and "migrated: 9 rows" in done.stdout, done.stdout + done.stderr
+    assert again.returncode == 0 and "already in identity buckets" in again.stdout, again.stdout
+    assert DeltaTable(stack.metadata_path).metadata().partition_columns == [ID_BUCKET]
+
+    put_and_capture_each(stack, s3, settings, range(9, 12))  # capture writes the new layout
+    ingest(settings, spark)
+    # An event captured before the migration, delivered again: still found by the duplicate check.
+    (old,) = [r for r in read_table(stack.metadata_path) if r["key"] == "in/000.json"]
+    redelivered = EventRecord(
+        event=ObjectEvent(
+            bucket=old["bucket"],
+            key=old["key"],
+            event_name=old["event_name"],
+            event_time=old["event_time"],
+            size=old["size"],
+            etag=old["etag"],
+        ),
+        source="sqs",
+        captured_at=datetime.now(UTC),
+        message_id="redelivered",
+    )
+    result = MetadataTable(stack.metadata_path, storage_options={}, dedupe_window=WINDOW).commit(
+        [redelivered], custom_metadata={}
+    )
+
+    assert (result.written, result.duplicates) == (0, 1)
+    assert lines_of(target) == every_line_once(range(12))
+    rows = read_table(stack.metadata_path)
+    assert all(r[ID_BUCKET] == r["event_id"][:2] for r in rows)
+    assert max(Counter(r["event_id"] for r in rows).values()) == 1
+
+
+def add_unbucketed(path: str, record: EventRecord, scratch: str) -> None:
+    """Commit `record`'s row with no identity bucket: what a writer of the old layout leaves when its
+    commit lands between the migration's read and its overwrite (delta-rs does not make them conflict)."""
+    MetadataTable(scratch, storage_options={}).commit([record], custom_metadata={})
+    row = DeltaTable(scratch).to_pyarrow_table().drop_columns([ID_BUCKET])
+    written = write_data_file(
+        row.to_batches(),
+        table_uri=path,
+        schema=METADATA_SCHEMA,
+        options=aws.AwsOptions(),
+        partition_values={ID_BUCKET: None},
+    )
+    assert written is not None
+    commit_files(
+        path, [written], schema=METADATA_SCHEMA, partition_by=[ID_BUCKET], storage_options={}, transactions={}
+    )
+
+
+def test_rows_a_racing_writer_added_without_a_bucket_are_bucketed_and_not_ingested_again(tmp_path):
+    path = str(tmp_path / "metadata")
+    create_legacy_metadata_table(path)
+    first, late = event_in_bucket("10", 0), event_in_bucket("20", 0)
+    MetadataTable(path, storage_options={}).commit([first], custom_metadata={})
+    migrate(path, {}, now=NOW + timedelta(hours=1))
+    add_unbucketed(path, late, str(tmp_path / "scratch"))
+    assert bucket_files(path)[None] == 1
+    feed = MetadataFeed(path, storage_options={})
+    before = feed.latest_version() or 0
+
+    report = migrate(path, {}, now=NOW + timedelta(hours=1))
+
+    assert report.stragglers == 1 and None not in bucket_files(path)
+    assert feed.changes_after(before, up_to=feed.latest_version() or 0).rows == []
+    assert event_ids(path) == Counter({first.event.event_id: 1, late.event.event_id: 1})
