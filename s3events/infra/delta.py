@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
@@ -21,6 +21,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SCHEMA_VERSION_PROPERTY = "s3events.schema.version"
+
+# What every commit of ours runs after it: a checkpoint every `delta.checkpointInterval` commits (so an
+# open lists the log from the last checkpoint, not from version 0), but no expired-log cleanup. delta-rs
+# cleans expired logs after every commit by default (`delta.enableExpiredLogCleanup`), and that lists the
+# whole `_delta_log` each time (measured against moto: one un-offset LIST per commit, its keys growing
+# with the log): maintenance cleans the log on its own schedule instead (maintenance/table.py).
+AFTER_COMMIT = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 TABLE_KIND_PROPERTY = "s3events.table.kind"
 
 

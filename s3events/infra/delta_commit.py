@@ -33,7 +33,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from s3events.errors import CommitConflict, FatalError
-from s3events.infra.delta import committing, is_s3, open_table
+from s3events.infra.delta import AFTER_COMMIT, committing, is_s3, open_table
 from s3events.infra.delta_errors import translate
 from s3events.infra.parquet_files import WrittenFile
 
@@ -103,6 +103,7 @@ def commit_files(
             schema=table.schema(),
             partition_by=list(partition_by) or None,
             commit_properties=properties,
+            post_commithook_properties=AFTER_COMMIT,
         )
     return _version_of(table_uri, storage_options, commit_id)
 

@@ -112,6 +112,7 @@ class TargetTable:
             target_alias="t",
             merge_schema=True,
             commit_properties=properties,
+            post_commithook_properties=delta.AFTER_COMMIT,
         )
         update_when = f"s.`{ordering_field}` >= t.`{ordering_field}`" if ordering_field else None
         with delta.committing(self.path, kind="target"):
@@ -162,6 +163,7 @@ class TargetTable:
         metrics = table.delete(
             predicate,
             commit_properties=CommitProperties(custom_metadata={"s3events.writer": "ingest-removals"}),
+            post_commithook_properties=delta.AFTER_COMMIT,
         )
         return int(metrics.get("num_deleted_rows", 0))
 
@@ -282,5 +284,11 @@ class ErrorTable:
             storage_options=self._storage_options(),
         )
         check_transactions(table, self.path, seen)
-        write_deltalake(table, errors, mode="append", commit_properties=properties)
+        write_deltalake(
+            table,
+            errors,
+            mode="append",
+            commit_properties=properties,
+            post_commithook_properties=delta.AFTER_COMMIT,
+        )
         return errors.num_rows

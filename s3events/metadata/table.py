@@ -244,6 +244,7 @@ class _IdentityTable:
                 source_alias="s",
                 target_alias="t",
                 commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
+                post_commithook_properties=delta.AFTER_COMMIT,
                 streamed_exec=False,
             )
             # Explicit columns, the table's own: the source may carry helper columns the refresh predicate
