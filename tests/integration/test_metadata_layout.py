@@ -252,3 +252,27 @@ def test_a_commit_lists_the_log_from_the_last_checkpoint_never_the_whole_log(end
     # The LISTs of one commit return the entries after the last checkpoint (and the commit's own), not
     # the whole log: delta-rs's expired-log cleanup after each commit would list all of it.
     assert 0 < stats["listed_keys"] < log_entries, (stats, log_entries)
+
+
+def test_an_old_layout_table_is_served_with_a_warning_and_a_migration_killed_midway_finishes_when_rerun(
+    tmp_path, caplog
+):
+    path = str(tmp_path / "metadata")
+    create_legacy_metadata_table(path)
+    table = MetadataTable(path, storage_options={}, dedupe_window=WINDOW)
+    with caplog.at_level("WARNING", logger="s3events.metadata.table"):
+        first = table.commit([event_in_bucket("33", 0)], custom_metadata={})
+    assert first.written == 1 and DeltaTable(path).metadata().partition_columns == []
+    assert any("s3events migrate" in r.getMessage() for r in caplog.records)
+    # A migration killed after its first commit (the schema version) and before the rewrite:
+    DeltaTable(path).alter.set_table_properties(
+        {delta.SCHEMA_VERSION_PROPERTY: "2"}, raise_if_not_exists=False
+    )
+    again = table.commit([event_in_bucket("33", 0), event_in_bucket("44", 0)], custom_metadata={})
+    assert (again.written, again.duplicates) == (1, 1)  # still served by its layout, not by the property
+
+    report = migrate(path, {}, now=NOW + timedelta(hours=1))
+
+    assert report.state == "migrated" and report.rows == 2
+    assert bucket_files(path) == Counter({"33": 1, "44": 1})
+    assert table.commit([event_in_bucket("44", 0)], custom_metadata={}).duplicates == 1
