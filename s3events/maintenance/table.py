@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +44,7 @@ from s3events.maintenance.model import (
     log_retention_days,
     vacuum_retention_hours,
 )
+from s3events.metadata.table import BUCKET_FILE_BYTES, is_bucketed
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def maintain(
     if opened is None:
         report.exists = False
         return report
+    options = _for_layout(opened, options)
     _measure_before(report, opened, options)
     if keep is not None:
         since = f"{keep.since:%Y-%m-%dT%H:%M:%SZ}"
@@ -133,6 +135,7 @@ def compact_if_crowded(
     if opened is None:
         return None
     started = time.monotonic()
+    options = _for_layout(opened, options)
     crowded = _crowded(opened, options, min_small=small_files)
     if not crowded.small_files:
         return None
@@ -141,6 +144,13 @@ def compact_if_crowded(
     _compact_under_lease(table.path, storage, options, now=now, report=report, crowded=crowded)
     _measure_after(report, _open(table.path, storage), started)
     return report
+
+
+def _for_layout(table: DeltaTable, options: MaintenanceOptions) -> MaintenanceOptions:
+    """The metadata table's identity buckets are compacted towards BUCKET_FILE_BYTES (see there)."""
+    if is_bucketed(table) and options.target_file_bytes > BUCKET_FILE_BYTES:
+        return replace(options, target_file_bytes=BUCKET_FILE_BYTES)
+    return options
 
 
 def _measure_before(report: TableReport, table: DeltaTable, options: MaintenanceOptions) -> None:

@@ -31,6 +31,11 @@ QUARANTINE_SCHEMA_VERSION = 1
 # its cost follows the window's rows / 256, not the table's history. See docs/maintenance.md.
 ID_BUCKET = "id_bucket"
 ID_BUCKET_CHARS = 2
+# Compaction packs a bucket's files up to this size (or the configured target when smaller), not 128 MiB:
+# delta-rs rewrites every file under its target with the new small ones, so a bucket compacted towards a
+# large target would be rewritten whole, again and again, as the table grows; files that reached this
+# size are left alone, and older ones drop out of the dedupe window by their `captured_at` statistics.
+BUCKET_FILE_BYTES = 1 << 20
 
 _REOPEN_SECONDS = 900.0
 _CLOCK_SKEW = timedelta(days=1)  # S3's event clock against ours, generously

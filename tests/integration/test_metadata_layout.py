@@ -276,3 +276,39 @@ def test_an_old_layout_table_is_served_with_a_warning_and_a_migration_killed_mid
     assert report.state == "migrated" and report.rows == 2
     assert bucket_files(path) == Counter({"33": 1, "44": 1})
     assert table.commit([event_in_bucket("44", 0)], custom_metadata={}).duplicates == 1
+
+
+def big_events_in_bucket(bucket: str, count: int) -> list[EventRecord]:
+    """`count` created events in identity bucket `bucket` with long, incompressible keys (~500 bytes)."""
+    found = []
+    for attempt in itertools.count():
+        key = f"in/{bucket}/{attempt}-" + hashlib.sha512(str(attempt).encode()).hexdigest() * 4
+        etag = f"{attempt:032x}"
+        raw = "\x00".join(("landing", key, etag, "created"))
+        if hashlib.sha256(raw.encode()).hexdigest()[:2] != bucket:
+            continue
+        event = ObjectEvent(
+            bucket="landing", key=key, event_name="ObjectCreated:Put", event_time=NOW, size=1, etag=etag
+        )
+        found.append(EventRecord(event=event, source="sqs", captured_at=NOW, message_id=f"m-{attempt}"))
+        if len(found) == count:
+            return found
+    raise AssertionError("unreachable")
+
+
+def test_a_bucket_file_that_reached_its_size_is_not_rewritten_with_each_compaction(tmp_path):
+    path = str(tmp_path / "metadata")
+    table = MetadataTable(path, storage_options={}, dedupe_window=WINDOW)
+    table.commit(big_events_in_bucket("ab", 5000), custom_metadata={})  # one file over 1 MiB
+    (big,) = DeltaTable(path).file_uris()
+    for n in range(3):
+        table.commit([event_in_bucket("ab", n)], custom_metadata={})
+    assert bucket_files(path) == Counter({"ab": 4})
+
+    # Configured towards 128 MiB, as by default: the bucket still compacts towards BUCKET_FILE_BYTES.
+    report = compact_if_crowded(
+        TableToMaintain("metadata", path), {}, MaintenanceOptions(), small_files=3, now=NOW
+    )
+
+    assert report is not None and (report.compacted_from, report.compacted_into) == (3, 1)
+    assert big in DeltaTable(path).file_uris() and bucket_files(path) == Counter({"ab": 2})
