@@ -565,7 +565,7 @@ MAINTENANCE_INTERVAL_SECONDS: Key[float] = Key(
 MAINTENANCE_COMPACT_SMALL_FILES: Key[int] = Key(
     name="s3events.maintenance.compact.small.files",
     type=IntType(min=2, max=100000),
-    default=16,
+    default=8,
     doc="Between full passes, a process compacts one of its tables as soon as it (or, for a partitioned "
     "table such as the metadata table's identity buckets, one partition) holds this many small files "
     "(checked about every 30 s): each small file is one more file every MERGE and read opens, so commit "

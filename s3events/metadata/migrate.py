@@ -28,10 +28,10 @@ from s3events.errors import CommitConflict, FatalError
 from s3events.infra import aws, delta
 from s3events.metadata.table import (
     ID_BUCKET,
-    ID_BUCKET_CHARS,
     METADATA_PARTITION_BY,
     METADATA_SCHEMA,
     METADATA_SCHEMA_VERSION,
+    id_buckets,
     is_bucketed,
 )
 
@@ -138,7 +138,7 @@ def _mark_schema_version(table: DeltaTable, path: str) -> None:
 
 def _with_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        bucket = pc.utf8_slice_codeunits(batch.column("event_id").cast(pa.string()), 0, ID_BUCKET_CHARS)
+        bucket = id_buckets(batch.column("event_id"))
         columns = [batch.column(name) for name in batch.schema.names if name != ID_BUCKET]
         names = [name for name in batch.schema.names if name != ID_BUCKET]
         yield pa.RecordBatch.from_arrays([*columns, bucket], names=[*names, ID_BUCKET]).cast(METADATA_SCHEMA)
@@ -180,9 +180,7 @@ def _bucket_stragglers(path: str, storage: aws.StorageOptions) -> int:
         if not _unbucketed_rows(table):
             return moved
         rows = table.to_pyarrow_dataset().to_table(columns=["event_id"], filter=pc.field(ID_BUCKET).is_null())
-        source = rows.append_column(
-            "bucket", pc.utf8_slice_codeunits(rows.column("event_id").cast(pa.string()), 0, ID_BUCKET_CHARS)
-        )
+        source = rows.append_column("bucket", id_buckets(rows.column("event_id")))
         try:
             with delta.committing(path, kind="metadata"):
                 metrics = (

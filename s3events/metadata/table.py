@@ -24,13 +24,17 @@ log = logging.getLogger(__name__)
 METADATA_SCHEMA_VERSION = 2
 QUARANTINE_SCHEMA_VERSION = 1
 
-# The metadata table's partition column: the first two hex digits of event_id (a SHA-256, so uniform).
-# A MERGE joining on it touches only the buckets of the batch's identities (delta-rs expands a partition
-# column's join to the source's exact values, while a plain column only gets a min..max range, which
-# random ids stretch over the whole table): a commit of n events reads at most n of the 256 buckets, so
-# its cost follows the window's rows / 256, not the table's history. See docs/maintenance.md.
+# The metadata table's partition column: event_id's first byte (a SHA-256, so uniform) modulo 64, as two
+# hex digits. A MERGE joining on it touches only the buckets of the batch's identities (delta-rs expands a
+# partition column's join to the source's exact values, while a plain column only gets a min..max range,
+# which random ids stretch over the whole table): a commit of n events reads at most n of the 64 buckets,
+# so its cost follows the window's rows / 64, not the table's history. 64, not 256: delta-rs also pays per
+# file in the snapshot, and 256 buckets of a few small files each cost more than they save (measured at
+# 1M rows in the window: 39-47 ms with 64 buckets, 42-86 ms with 256, 77-98 ms with 16; docs/maintenance.md).
 ID_BUCKET = "id_bucket"
-ID_BUCKET_CHARS = 2
+ID_BUCKETS = 64
+_BUCKET_NAMES = pa.array([f"{b % ID_BUCKETS:02x}" for b in range(256)])
+_FIRST_BYTES = pa.array([f"{b:02x}" for b in range(256)])
 # Compaction packs a bucket's files up to this size (or the configured target when smaller), not 128 MiB:
 # delta-rs rewrites every file under its target with the new small ones, so a bucket compacted towards a
 # large target would be rewritten whole, again and again, as the table grows; files that reached this
@@ -87,7 +91,13 @@ class CommitResult:
 
 
 def id_bucket(event_id: str) -> str:
-    return event_id[:ID_BUCKET_CHARS]
+    return f"{int(event_id[:2], 16) % ID_BUCKETS:02x}"
+
+
+def id_buckets(event_ids: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`id_bucket` of every id, in Arrow (a table rewritten by `s3events migrate` never leaves Arrow)."""
+    first_byte = pc.utf8_slice_codeunits(event_ids.cast(pa.string()), 0, 2)
+    return _BUCKET_NAMES.take(pc.index_in(first_byte, value_set=_FIRST_BYTES))
 
 
 def is_bucketed(table: Any) -> bool:
