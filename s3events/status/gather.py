@@ -17,6 +17,7 @@ from s3events.ingest.progress import first_unread, pending_after, stored_positio
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.maintenance.model import APP_ID as MAINTAINED
 from s3events.maintenance.model import SMALL_FRACTION
+from s3events.metadata.table import BUCKET_FILE_BYTES
 from s3events.setup.command import static_links
 from s3events.status.model import LastError, QueueStatus, Status, TableStatus, TargetStatus
 
@@ -108,7 +109,10 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
         problems.append(f"queue {queue.url}: cannot read its depth: {queue.error}")
 
     small = settings.get(keys.MAINTENANCE_TARGET_FILE_BYTES) // SMALL_FRACTION
-    metadata = _table(settings.require(keys.METADATA_TABLE_PATH), storage, small)
+    # The metadata table's identity buckets are compacted towards BUCKET_FILE_BYTES, so "small" is by
+    # that size there (a table of schema version 1, compacted towards the target, is counted the same).
+    bucket_small = min(small, BUCKET_FILE_BYTES // SMALL_FRACTION)
+    metadata = _table(settings.require(keys.METADATA_TABLE_PATH), storage, bucket_small)
     # One feed (one table handle) serves the version check and the lag computation below.
     feed = MetadataFeed(metadata.path, storage_options=storage)
     if metadata.error:

@@ -17,7 +17,7 @@ class TableStatus:
     rows_exact: bool = True
     last_commit_at: datetime | None = None
     files: int | None = None
-    small_files: int | None = None  # under a quarter of s3events.maintenance.target.file.bytes
+    small_files: int | None = None  # under a quarter of the compaction target (metadata: of 1 MiB)
     last_maintained_at: datetime | None = None
     error: str | None = None  # why it could not be read
 
