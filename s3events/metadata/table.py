@@ -29,8 +29,8 @@ QUARANTINE_SCHEMA_VERSION = 1
 # partition column's join to the source's exact values, while a plain column only gets a min..max range,
 # which random ids stretch over the whole table): a commit of n events reads at most n of the 64 buckets,
 # so its cost follows the window's rows / 64, not the table's history. 64, not 256: delta-rs also pays per
-# file in the snapshot, and 256 buckets of a few small files each cost more than they save (measured at
-# 1M rows in the window: 39-47 ms with 64 buckets, 42-86 ms with 256, 77-98 ms with 16; docs/maintenance.md).
+# file in the snapshot, and 256 buckets of a few small files each hold three times the files for little
+# gain (benchmarks/bucket_layout.py; the figures and reasoning are in docs/maintenance.md).
 ID_BUCKET = "id_bucket"
 ID_BUCKETS = 64
 _BUCKET_NAMES = pa.array([f"{b % ID_BUCKETS:02x}" for b in range(256)])
