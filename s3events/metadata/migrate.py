@@ -138,10 +138,7 @@ def _mark_schema_version(table: DeltaTable, path: str) -> None:
 
 def _with_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        bucket = id_buckets(batch.column("event_id"))
-        columns = [batch.column(name) for name in batch.schema.names if name != ID_BUCKET]
-        names = [name for name in batch.schema.names if name != ID_BUCKET]
-        yield pa.RecordBatch.from_arrays([*columns, bucket], names=[*names, ID_BUCKET]).cast(METADATA_SCHEMA)
+        yield batch.append_column(ID_BUCKET, id_buckets(batch.column("event_id"))).cast(METADATA_SCHEMA)
 
 
 @delta.retry_conflicts(5)
