@@ -31,16 +31,13 @@ own timings hide (moto walks the whole bucket on every LIST, real S3 starts at `
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +50,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from s3events.config import Settings, load_settings
+from s3events.dev.fault_proxy import ProxyProcess, proxy_process
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
@@ -158,25 +156,6 @@ class Ingest:
         return time.perf_counter() - started
 
 
-class RequestCounter:
-    """The counting proxy's figures (s3events.dev.fault_proxy in a process of its own): S3 requests of
-    one capture commit and the keys its LISTs returned, i.e. the work a real S3 would do for it."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def _call(self, action: str, method: str) -> dict[str, int]:
-        request = urllib.request.Request(f"{self.url}/__fault_proxy/{action}", method=method)
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return dict(json.loads(answer.read()))
-
-    def reset(self) -> None:
-        self._call("reset", "POST")
-
-    def read(self) -> dict[str, int]:
-        return self._call("stats", "GET")
-
-
 def table_shape(path: str, storage: dict[str, str]) -> tuple[int, int]:
     from deltalake import DeltaTable
 
@@ -198,7 +177,7 @@ def run_variant(
     storage: dict[str, str],
     options: aws.AwsOptions,
     args: argparse.Namespace,
-    counter: RequestCounter | None = None,
+    counter: ProxyProcess | None = None,
 ) -> Variant:
     maintained = name.endswith("on")
     commits = args.commits if maintained else min(args.commits, args.off_commits)
@@ -225,7 +204,7 @@ def run_variant(
         metadata.commit(records, custom_metadata={"s3events.writer": "benchmark"})
         capture_times.append(time.perf_counter() - started)
         if counter is not None:
-            stats = counter.read()
+            stats = counter.stats()
             requests.append((stats["requests"], stats["listed_keys"]))
         if i % args.ingest_every == 0:
             ingest_times.append((i, ingest.step()))
@@ -283,7 +262,7 @@ def settings_for(metadata_path: str, options: aws.AwsOptions) -> Settings:
 @contextmanager
 def endpoint_for(
     kind: str, *, count_requests: bool = False
-) -> Iterator[tuple[str, dict[str, str], aws.AwsOptions, RequestCounter | None]]:
+) -> Iterator[tuple[str, dict[str, str], aws.AwsOptions, ProxyProcess | None]]:
     """(table root, delta storage options, AwsOptions, request counter) of a local directory or the moto
     endpoint; with `count_requests`, table I/O goes through a counting proxy in a process of its own."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -299,19 +278,9 @@ def endpoint_for(
                 options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
                 yield "s3://lake", aws.delta_storage_options(options), options, None
                 return
-            proxy = subprocess.Popen(
-                [sys.executable, "-m", "s3events.dev.fault_proxy", endpoint.url],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                assert proxy.stdout is not None
-                url = proxy.stdout.readline().strip()
-                options = aws.AwsOptions(region="us-east-1", endpoint_url=url)
-                yield "s3://lake", aws.delta_storage_options(options), options, RequestCounter(url)
-            finally:
-                proxy.terminate()
-                proxy.wait(timeout=30)
+            with proxy_process(endpoint.url) as proxy:
+                options = aws.AwsOptions(region="us-east-1", endpoint_url=proxy.url)
+                yield "s3://lake", aws.delta_storage_options(options), options, proxy
 
 
 def main() -> int:

@@ -17,22 +17,30 @@ Dev and test tooling only: it is not on any production path.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import http.client
 import json
 import random
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 FaultKind = Literal["drop_before", "drop_after", "status", "throttle", "cut_body", "latency"]
 STAT_NAMES = ("requests", "list_requests", "listed_keys")
-CONTROL = "/__fault_proxy/"  # GET .../stats answers `stats` as JSON; POST .../reset zeroes them
+# GET .../stats answers `stats` as JSON, GET .../journal the requests counted since the last reset (method
+# and path, the latest JOURNAL_SIZE); POST .../reset zeroes both.
+CONTROL = "/__fault_proxy/"
+JOURNAL_SIZE = 10_000
 _HOP_BY_HOP = {
     "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"
 }
@@ -86,6 +94,7 @@ class FaultProxy:
     forwarded: int = 0
     # Requests forwarded, by S3 LIST and keys those LISTs returned: what a caller's work costs the store.
     stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAT_NAMES, 0))
+    journal: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=JOURNAL_SIZE))
     _random: random.Random = field(init=False, repr=False)
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -125,6 +134,7 @@ class FaultProxy:
     def _count(self, method: str, path: str, payload: bytes) -> None:
         with self._lock:
             self.stats["requests"] += 1
+            self.journal.append(f"{method} {path}")
             if method == "GET" and "list-type=2" in path:
                 self.stats["list_requests"] += 1
                 self.stats["listed_keys"] += payload.count(b"<Key>")
@@ -133,6 +143,9 @@ class FaultProxy:
         with self._lock:
             if path.endswith("/reset"):
                 self.stats = dict.fromkeys(STAT_NAMES, 0)
+                self.journal.clear()
+            if path.endswith("/journal"):
+                return json.dumps(list(self.journal)).encode()
             return json.dumps(self.stats).encode()
 
     def start(self) -> FaultProxy:
@@ -155,6 +168,11 @@ class FaultProxy:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    # delta-rs opens dozens of connections at once (a table open, a compaction); with socketserver's
+    # backlog of 5 the kernel dropped the overflow and TCP's retransmission backoff stalled callers for
+    # a minute and more, which looked like a hang in delta-rs.
+    request_queue_size = 1024
+
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # a client that gave up on its answer (a timeout, or our own cut) is not news
 
@@ -280,6 +298,43 @@ def _operation(target: str | None, body: bytes) -> str:
         return target.rsplit(".", 1)[-1]
     found = re.search(rb"(?:^|&)Action=([A-Za-z]+)", body)
     return found.group(1).decode() if found else ""
+
+
+class ProxyProcess:
+    """The control API of a proxy started by `proxy_process`."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def _call(self, action: str, method: str) -> Any:
+        request = urllib.request.Request(f"{self.url}{CONTROL}{action}", method=method)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read())
+
+    def reset(self) -> None:
+        self._call("reset", "POST")
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._call("stats", "GET"))
+
+    def journal(self) -> list[str]:
+        return list(self._call("journal", "GET"))
+
+
+@contextlib.contextmanager
+def proxy_process(upstream: str, *, rate: float = 0.0, seed: int = 0) -> Iterator[ProxyProcess]:
+    """A proxy in a process of its own, for callers that go through it with deltalake (see `main`)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "s3events.dev.fault_proxy", upstream, f"--rate={rate}", f"--seed={seed}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield ProxyProcess(process.stdout.readline().strip())
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
-import subprocess
-import sys
-import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from s3events.dev.fault_proxy import proxy_process
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.infra import aws, delta
@@ -208,33 +203,9 @@ def test_rows_a_racing_writer_added_without_a_bucket_are_bucketed_and_not_ingest
     assert event_ids(path) == Counter({first.event.event_id: 1, late.event.event_id: 1})
 
 
-@contextmanager
-def counting_proxy(upstream: str) -> Iterator[Callable[[str], dict[str, int]]]:
-    """A request-counting proxy in a process of its own (an HTTP server in this process would share the
-    GIL with delta-rs's calls through it); yields a call to its control API ("reset", "stats")."""
-    proxy = subprocess.Popen(
-        [sys.executable, "-m", "s3events.dev.fault_proxy", upstream], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proxy.stdout is not None
-        url = proxy.stdout.readline().strip()
-
-        def control(action: str) -> dict[str, int]:
-            method = "POST" if action == "reset" else "GET"
-            request = urllib.request.Request(f"{url}/__fault_proxy/{action}", method=method)
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                return dict(json.loads(answer.read()))
-
-        control.url = url  # type: ignore[attr-defined]
-        yield control
-    finally:
-        proxy.terminate()
-        proxy.wait(timeout=30)
-
-
 def test_a_commit_lists_the_log_from_the_last_checkpoint_never_the_whole_log(endpoint, s3):
     s3.create_bucket(Bucket="long-log")
-    with counting_proxy(endpoint.url) as proxy:
+    with proxy_process(endpoint.url) as proxy:
         options = aws.delta_storage_options(aws.AwsOptions(region="us-east-1", endpoint_url=proxy.url))
         path = "s3://long-log/metadata"
         table = MetadataTable(path, storage_options=options, dedupe_window=WINDOW)
@@ -245,10 +216,10 @@ def test_a_commit_lists_the_log_from_the_last_checkpoint_never_the_whole_log(end
         for n in range(1, 23):  # checkpoints at versions 5, 10, 15, 20 (delta-rs, after the commit)
             table.commit([event_in_bucket("00", n)], custom_metadata={})
         log_entries = len(s3.list_objects_v2(Bucket="long-log", Prefix="metadata/_delta_log/")["Contents"])
-        proxy("reset")
+        proxy.reset()
 
         table.commit([event_in_bucket("00", 23)], custom_metadata={})
-        stats = proxy("stats")
+        stats = proxy.stats()
 
     assert log_entries > 25
     # The LISTs of one commit return the entries after the last checkpoint (and the commit's own), not
