@@ -58,16 +58,23 @@ def run_loop(
     min_interval_seconds: float = 0.0,
     max_error_backoff_seconds: float = 60.0,
     idle_pause_seconds: float = 1.0,
+    wait_for_work: Callable[[float], object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Run `step` until idle (--once) or until stopped (--continuous). Returns the number of cycles.
 
     --once: errors propagate (the command exits non-zero). --continuous: a failed cycle is logged and
     retried after an exponential backoff; only FatalError (a person must act) ends the loop.
+
+    Pacing: two cycles start at least `min_interval_seconds` apart, and after an idle cycle the next
+    starts `idle_pause_seconds` after its start at the earliest (a cycle that was itself a long poll
+    waits no more). `wait_for_work(seconds)`, when given, spends that idle pause watching for new work and
+    returns as soon as there is some (or when the stop flag is set), so the next cycle starts then.
     """
     cycles = 0
     failures = 0
     while not stop.is_set():
-        started = time.monotonic()
+        started = clock()
         try:
             result = step()
         except FatalError:
@@ -91,6 +98,14 @@ def run_loop(
         if once and idle:
             break
         # An idle cycle pauses briefly even with no interval set, so a zero long poll cannot spin.
-        remaining = min_interval_seconds - (time.monotonic() - started)
-        stop.wait(max(remaining, idle_pause_seconds if idle else 0.0))
+        elapsed = clock() - started
+        remaining = min_interval_seconds - elapsed
+        if not idle:
+            stop.wait(remaining)
+        elif wait_for_work is None:
+            stop.wait(max(remaining, idle_pause_seconds - elapsed))
+        elif not stop.wait(remaining):  # the interval holds; then the pause ends early when work comes
+            pause = idle_pause_seconds - (clock() - started)
+            if pause > 0:
+                wait_for_work(pause)
     return cycles

@@ -8,7 +8,9 @@ or finds its events already in the table. Nothing is lost and nothing is written
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +35,10 @@ class CaptureOptions:
     raw_body_max_chars: int = 65_536
     # Receive the next batch while this one commits (hides the commit behind the long poll).
     prefetch: bool = True
+    # The run loop's minimum seconds between cycle starts: a prefetch starts receiving no sooner than the
+    # next cycle may start, so its batch holds what arrived until then instead of waiting, gathered
+    # early, while newer messages queue behind it for another interval.
+    cycle_interval_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +90,10 @@ class _Parsed:
 
 
 class Capture:
-    """The capture stage. `run_once()` runs one cycle; `close()` hands back anything still in hand."""
+    """The capture stage. `run_once()` runs one cycle; `close()` hands back anything still in hand.
+
+    `clock` (monotonic seconds) and `pause` (sleep up to n seconds; True when closing) are injectable for
+    tests; `pause` defaults to a wait that `close()` cuts short."""
 
     def __init__(
         self,
@@ -92,7 +101,13 @@ class Capture:
         metadata: EventSink,
         quarantine: QuarantineSink,
         options: CaptureOptions | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        pause: Callable[[float], bool] | None = None,
     ) -> None:
+        self._closing = threading.Event()
+        self._clock = clock
+        self._pause = pause or self._closing.wait
         self._queue = queue
         self._metadata = metadata
         self._quarantine = quarantine
@@ -107,13 +122,14 @@ class Capture:
         return self._queue
 
     def run_once(self) -> CycleResult:
-        started = time.monotonic()
+        started = self._clock()
         # 1. receive (or take the batch prefetched during the previous commit)
         batch = self._take_batch()
         if not batch:
-            return CycleResult(elapsed_seconds=time.monotonic() - started)
+            return CycleResult(elapsed_seconds=self._clock() - started)
         if self._options.prefetch:
-            self._next = self._prefetcher.submit(self._receiver.gather)
+            next_start = started + self._options.cycle_interval_seconds
+            self._next = self._prefetcher.submit(self._gather_from, next_start)
         # 2. parse: every message becomes events, a test event, ignored records or poison
         parsed = self._parse(batch)
         # 3. commit: quarantine first, then the events. A failure here deletes nothing.
@@ -149,13 +165,14 @@ class Capture:
             delete_failed=len(failed),
             commit_conflicts=result.conflicts,
             table_version=result.version,
-            elapsed_seconds=time.monotonic() - started,
+            elapsed_seconds=self._clock() - started,
             commit_seconds=deleting - committing,
             delete_seconds=time.monotonic() - deleting,
         )
 
     def close(self) -> None:
         """Release messages received but not committed (a prefetched batch) and stop the threads."""
+        self._closing.set()  # a prefetch still waiting for its start receives nothing
         if self._next is not None:
             try:
                 pending = self._next.result()
@@ -170,6 +187,15 @@ class Capture:
         self._prefetcher.shutdown(wait=True)
         self._receiver.close()
         self.heartbeat.stop()
+
+    def _gather_from(self, start: float) -> list[Message]:
+        """The prefetch: gather a batch once `start` (on `clock`) has come, or nothing when closing."""
+        delay = start - self._clock()
+        if delay > 0 and self._pause(delay):
+            return []
+        if self._closing.is_set():
+            return []
+        return self._receiver.gather()
 
     def _take_batch(self) -> list[Message]:
         if self._next is not None:

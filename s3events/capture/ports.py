@@ -44,7 +44,10 @@ class Queue(Protocol):
     queue_url: str
     visibility_timeout: int
 
-    def receive(self, max_messages: int = 10) -> list[Message]: ...
+    def receive(self, max_messages: int = 10, *, wait_seconds: int | None = None) -> list[Message]:
+        """Up to `max_messages` messages; waits up to `wait_seconds` for the first (None: the queue's own
+        long-poll wait; 0: a short poll, what is there now)."""
+        ...
     def delete(self, messages: Sequence[Message], *, attempts: int = 3) -> BatchOutcome: ...
     def change_visibility(
         self, messages: Sequence[Message], timeout: int, *, attempts: int = 3

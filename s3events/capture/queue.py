@@ -60,13 +60,13 @@ class SqsQueue:
         return dict(response.get("Attributes", {}))
 
     @aws.retrying()
-    def receive(self, max_messages: int = SQS_MAX_BATCH) -> list[Message]:
+    def receive(self, max_messages: int = SQS_MAX_BATCH, *, wait_seconds: int | None = None) -> list[Message]:
         response = aws.call(
             f"receiving from {self.queue_url}",
             self._client.receive_message,
             QueueUrl=self.queue_url,
             MaxNumberOfMessages=max(1, min(max_messages, SQS_MAX_BATCH)),
-            WaitTimeSeconds=self.wait_seconds,
+            WaitTimeSeconds=self.wait_seconds if wait_seconds is None else wait_seconds,
             VisibilityTimeout=self.visibility_timeout,
             AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
         )

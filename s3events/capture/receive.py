@@ -23,7 +23,13 @@ class ReceiveLimits:
 
 
 class BatchReceiver:
-    """Receives until the cap is reached, a receive comes back empty, or the time budget is spent."""
+    """Receives until the cap is reached, a receive comes back empty, or the time budget is spent.
+
+    Only the first call long-polls (on an idle queue it waits for the first message); the calls that fill
+    the batch after it are short polls, so an empty answer means the queue holds nothing more now and
+    the batch is committed at once. Were they long polls too, the batch would wait a whole long poll
+    (up to 20 s) for messages that are not coming before its commit.
+    """
 
     def __init__(self, queue: Queue, heartbeat: VisibilityHeartbeat, limits: ReceiveLimits) -> None:
         self._queue = queue
@@ -36,7 +42,7 @@ class BatchReceiver:
             cap=self._limits.max_messages, deadline=time.monotonic() + self._limits.max_seconds
         )
         # The first call runs alone: on an idle queue it is the long poll, and one poll is enough.
-        first = self._receive_into(state)
+        first = self._receive_into(state, wait_seconds=None)
         if not first or state.done():
             return first
         futures = [self._pool.submit(self._drain, state) for _ in range(self._limits.concurrency)]
@@ -60,7 +66,7 @@ class BatchReceiver:
         out: list[Message] = []
         while not state.done():
             try:
-                messages = self._receive_into(state)
+                messages = self._receive_into(state, wait_seconds=0)
             except TransientError as exc:
                 state.stop()
                 if not out:
@@ -70,12 +76,12 @@ class BatchReceiver:
             out.extend(messages)
         return out
 
-    def _receive_into(self, state: _GatherState) -> list[Message]:
+    def _receive_into(self, state: _GatherState, *, wait_seconds: int | None) -> list[Message]:
         wanted = state.reserve()
         if wanted == 0:
             return []
         try:
-            messages = self._queue.receive(wanted)
+            messages = self._queue.receive(wanted, wait_seconds=wait_seconds)
         except BaseException:
             state.release(wanted)
             raise

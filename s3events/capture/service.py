@@ -44,8 +44,9 @@ class CaptureTotals:
             self.table_version = result.table_version
 
 
-def build_capture(settings: Settings) -> Capture:
-    """Everything capture needs, checked up front: a missing or forbidden queue fails here."""
+def build_capture(settings: Settings, *, cycle_interval_seconds: float = 0.0) -> Capture:
+    """Everything capture needs, checked up front: a missing or forbidden queue fails here.
+    `cycle_interval_seconds`: the run loop's minimum seconds between cycles (the prefetch keeps to it)."""
     options = aws.options_from(settings)
     queue = SqsQueue(
         options,
@@ -80,6 +81,7 @@ def build_capture(settings: Settings) -> Capture:
             max_message_bytes=settings.get(keys.MESSAGE_MAX_BYTES),
             poison_action=settings.get(keys.POISON_ACTION),
             raw_body_max_chars=settings.get(keys.QUARANTINE_RAW_MAX_CHARS),
+            cycle_interval_seconds=cycle_interval_seconds,
         ),
     )
 
@@ -103,7 +105,7 @@ def run_capture(
         else settings.get(keys.CAPTURE_MIN_SYNC_INTERVAL_SECONDS)
     )
     backfill = PeriodicBackfill.from_settings(settings, stop=stop.is_set, metrics=metrics)  # None: off
-    capture = build_capture(settings)
+    capture = build_capture(settings, cycle_interval_seconds=interval)
     totals = CaptureTotals()
     started = time.monotonic()
     unwatch = _watch(capture, metrics)

@@ -40,6 +40,7 @@ __all__ = [
     "CAPTURE_COMMIT_MAX_ATTEMPTS",
     "CAPTURE_MIN_SYNC_INTERVAL_SECONDS",
     "COMMANDS",
+    "INGEST_CHANGE_CHECK_INTERVAL_SECONDS",
     "INGEST_MIN_SYNC_INTERVAL_SECONDS",
     "INGEST_MISSING_CHECKPOINT_STRATEGY",
     "INGEST_TARGETS",
@@ -345,6 +346,15 @@ INGEST_MIN_SYNC_INTERVAL_SECONDS: Key[float] = Key(
     default=0.0,
     doc="In --continuous mode, the minimum seconds between the starts of two ingest cycles (0 = start "
     "the next cycle at once).",
+    group="Ingest",
+)
+INGEST_CHANGE_CHECK_INTERVAL_SECONDS: Key[float] = Key(
+    name="s3events.ingest.change.check.interval.seconds",
+    type=FloatType(min=0, max=60),
+    default=0.2,
+    doc="In --continuous mode, how often an idle ingest checks whether the metadata table has a new "
+    "commit (one HEAD request on S3), so a batch starts right after capture's commit; 0 = no checks: an "
+    "idle ingest looks again after a 1 s pause.",
     group="Ingest",
 )
 INGEST_MISSING_CHECKPOINT_STRATEGY: Key[CheckpointStrategy] = Key(

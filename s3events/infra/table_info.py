@@ -3,6 +3,7 @@
 - `describe`: version, row count (summed from the add actions' statistics, no data read) and the time
   of the newest commit.
 - `commit_times`: commit timestamps (commitInfo) of versions from a given one up to the latest.
+- `data_files`: size, row count and partition values of each data file, from one read of the add actions.
 - `latest_row`: the row with the greatest value of one column, reading only the files whose min/max
   statistics may hold it.
 
@@ -25,7 +26,29 @@ from deltalake import DeltaTable
 
 from s3events.infra.delta import open_table
 
-__all__ = ["TableSnapshot", "commit_times", "describe", "latest_row"]
+__all__ = ["DataFiles", "TableSnapshot", "commit_times", "data_files", "describe", "latest_row"]
+
+
+@dataclass(frozen=True, slots=True)
+class DataFiles:
+    """The current version's data files, one entry per file in every list."""
+
+    sizes: list[int]
+    rows: list[int | None]  # None: the file's statistics carry no row count
+    partitions: dict[str, list[Any]]  # partition column -> each file's value (None: null)
+
+    def small(self, below: int) -> int:
+        return sum(1 for size in self.sizes if size < below)
+
+
+def data_files(table: DeltaTable) -> DataFiles:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    columns = list(table.metadata().partition_columns)
+    return DataFiles(
+        sizes=[int(s) for s in actions.column("size_bytes").to_pylist()],
+        rows=[None if n is None else int(n) for n in actions.column("num_records").to_pylist()],
+        partitions={c: actions.column(f"partition.{c}").to_pylist() for c in columns},
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +74,15 @@ def describe(
     table = open_table(path, storage_options)
     if table is None:
         return None
-    actions = table.get_add_actions(flatten=True)
-    counts = actions.column("num_records").to_pylist()
-    sizes = actions.column("size_bytes").to_pylist()
+    files = data_files(table)
     history = table.history(1)
     return TableSnapshot(
         version=int(table.version()),
-        rows=sum(int(n) for n in counts if n is not None),
-        rows_exact=all(n is not None for n in counts),
+        rows=sum(n for n in files.rows if n is not None),
+        rows_exact=all(n is not None for n in files.rows),
         last_commit_at=_commit_time(history[0]) if history else None,
-        files=len(sizes),
-        small_files=sum(1 for size in sizes if int(size) < small_file_bytes),
+        files=len(files.sizes),
+        small_files=files.small(small_file_bytes),
         transactions={app_id: table.transaction_version(app_id) for app_id in app_ids},
     )
 

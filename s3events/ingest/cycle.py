@@ -114,9 +114,12 @@ class Ingest:
         start_at: int | None = None,
         progress_every: int = PROGRESS_EVERY,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self._feed = feed
         self._clock = clock
+        self._timer = timer
+        self._seen: int | None = None  # the newest metadata version the last cycle found
         self._progress_every = progress_every
         self._read = read
         self._strategy = strategy
@@ -147,6 +150,7 @@ class Ingest:
         if latest is None:
             log.info("the metadata table %s does not exist yet; nothing to ingest", self._feed.path)
             return result
+        self._seen = latest
         if self.up_to is not None:
             latest = min(latest, self.up_to)
         positions = {s.spec.name: self._position(s, latest) for s in self._targets}
@@ -174,6 +178,29 @@ class Ingest:
                 log.info(outcome.log_line(), extra={"target": name, "rows": outcome.rows})
                 result.batches.append(outcome)
         return result
+
+    def wait_for_changes(self, seconds: float, *, pause: Callable[[float], bool], every: float) -> bool:
+        """Between idle cycles: up to `seconds`, check every `every` seconds whether the metadata table
+        has a version newer than the last cycle found (`Feed.has_version`: one HEAD request on S3, not a
+        listing of the log). True as soon as it has, so the next cycle starts right after capture's
+        commit instead of at the end of a fixed pause; False at the timeout or when `pause` (a sleep that
+        answers True when the process is stopping) says stop. Reads nothing it would have to remember:
+        the cycle that follows reads the table as usual."""
+        deadline = self._timer() + seconds
+        seen = self._seen
+        while True:
+            if seen is not None and every > 0:
+                try:
+                    if self._feed.has_version(seen + 1):
+                        return True
+                except Exception as exc:  # the next cycle meets (and reports) the same problem
+                    log.debug("checking for metadata version %d failed: %s", seen + 1, exc)
+                    seen = None  # pause out the rest, as without a check
+            left = deadline - self._timer()
+            if left <= 0:
+                return False
+            if pause(min(every, left) if seen is not None and every > 0 else left):
+                return False
 
     def _progress(self, state: _TargetState, start: Checkpoint, latest: int) -> TargetProgress:
         read = state.cursor or start

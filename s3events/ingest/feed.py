@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -9,7 +10,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from s3events.errors import FatalError, TransientError
-from s3events.infra import delta
+from s3events.infra import aws, delta
 from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_errors import translate
 from s3events.ingest.model import FileRef
@@ -57,9 +58,12 @@ def _row_key(rows: pa.Table) -> pa.Array:
 
 
 class MetadataFeed:
-    def __init__(self, path: str, *, storage_options: StorageOptions) -> None:
+    def __init__(
+        self, path: str, *, storage_options: StorageOptions, aws_options: aws.AwsOptions | None = None
+    ) -> None:
         self.path = path
         self._storage = storage_options
+        self._aws = aws_options  # for has_version's HEAD request on S3 (without: a log listing)
         self._opened_with: dict[str, str] | None = None
         self._table: DeltaTable | None = None
 
@@ -109,6 +113,26 @@ class MetadataFeed:
             for r in changes.to_pylist()
         ]
         return Changes(rows, up_to)
+
+    def has_version(self, version: int) -> bool:
+        """Whether commit `version` exists: a HEAD of its log entry on S3 (a stat on a local table), much
+        cheaper than listing the log as `latest_version` does. A Delta commit is one log entry written
+        whole (S3: a conditional PUT; locally: moved into place), so it exists only once committed."""
+        name = f"_delta_log/{version:020d}.json"
+        if not self.path.startswith("s3://"):
+            return os.path.exists(os.path.join(self.path, name))
+        if self._aws is None:
+            latest = self.latest_version()
+            return latest is not None and latest >= version
+        bucket, _, prefix = self.path[len("s3://") :].partition("/")
+        client = aws.client(self._aws, "s3")
+        try:
+            client.head_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/{name}" if prefix else name)
+        except client.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise aws.classify(exc, action=f"checking for version {version} of {self.path}") from exc
+        return True
 
     def check(self) -> None:
         """FatalError when the table exists but is not a metadata table this version understands."""

@@ -26,6 +26,9 @@ class Feed(Protocol):
 
     def latest_version(self) -> int | None: ...
     def changes_after(self, version: int, *, up_to: int) -> Changes: ...
+    def has_version(self, version: int) -> bool:
+        """Whether the table has a commit `version`: a cheap check, made often while ingest is idle."""
+        ...
 
 
 class ReadResult(Protocol):

@@ -67,9 +67,12 @@ class IngestPorts:
 
 
 def ingest_ports(settings: Settings, *, targets: tuple[str, ...] = (), spark: Any = None) -> IngestPorts:
-    storage = aws.FreshStorageOptions(aws.options_from(settings))  # renewed while running
+    options = aws.options_from(settings)
+    storage = aws.FreshStorageOptions(options)  # renewed while running
     return IngestPorts(
-        feed=MetadataFeed(settings.require(keys.METADATA_TABLE_PATH), storage_options=storage),
+        feed=MetadataFeed(
+            settings.require(keys.METADATA_TABLE_PATH), storage_options=storage, aws_options=options
+        ),
         targets=[
             Target(
                 spec,
@@ -134,6 +137,11 @@ def run_ingest(
     if once:
         ingest.freeze_at_latest()  # every change present at start, no more
     totals = IngestTotals()
+    check_every = settings.get(keys.INGEST_CHANGE_CHECK_INTERVAL_SECONDS)
+
+    def wait_for_work(seconds: float) -> bool:  # idle: start the next cycle right after capture's commit
+        return ingest.wait_for_changes(seconds, pause=stop.wait, every=check_every)
+
     if metrics is not None:
         metrics.ingest.declare(ingest.target_names)
 
@@ -152,7 +160,12 @@ def run_ingest(
         return result
 
     totals.cycles = run_loop(
-        step, once=once, is_idle=lambda r: r.idle, stop=stop, min_interval_seconds=interval
+        step,
+        once=once,
+        is_idle=lambda r: r.idle,
+        stop=stop,
+        min_interval_seconds=interval,
+        wait_for_work=wait_for_work,
     )
     log.info(
         "ingest finished: cycles=%d batches=%d rows=%d error_rows=%d failed_targets=%s",

@@ -34,6 +34,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 from s3events.errors import CommitConflict
 from s3events.infra import aws, delta, delta_commit
 from s3events.infra.parquet_files import partition_value
+from s3events.infra.table_info import DataFiles, data_files
 from s3events.maintenance.model import (
     APP_ID,
     LEASE_SECONDS,
@@ -75,12 +76,13 @@ def maintain(
         report.exists = False
         return report
     options = _for_layout(opened, options)
-    _measure_before(report, opened, options)
+    files = data_files(opened)
+    _measure_before(report, opened, files, options)
     if keep is not None:
         since = f"{keep.since:%Y-%m-%dT%H:%M:%SZ}"
         report.notes.append(f"keeping the change feed since {since} for {keep.reader}")
     # 1. compact every partition (or the unpartitioned table) where two small files can become one
-    crowded = _crowded(opened, options, min_small=2)
+    crowded = _crowded(files, options, min_small=2)
     if options.dry_run:
         report.compacted_from = crowded.small_files
     elif crowded.small_files:
@@ -136,11 +138,12 @@ def compact_if_crowded(
         return None
     started = time.monotonic()
     options = _for_layout(opened, options)
-    crowded = _crowded(opened, options, min_small=small_files)
+    files = data_files(opened)
+    crowded = _crowded(files, options, min_small=small_files)
     if not crowded.small_files:
         return None
     report = TableReport(table.label, table.path, compaction_only=True)
-    _measure_before(report, opened, options)
+    _measure_before(report, opened, files, options)
     _compact_under_lease(table.path, storage, options, now=now, report=report, crowded=crowded)
     _measure_after(report, _open(table.path, storage), started)
     return report
@@ -153,15 +156,16 @@ def _for_layout(table: DeltaTable, options: MaintenanceOptions) -> MaintenanceOp
     return options
 
 
-def _measure_before(report: TableReport, table: DeltaTable, options: MaintenanceOptions) -> None:
-    sizes = _file_sizes(table)
-    report.files_before, report.bytes_before = len(sizes), sum(sizes)
-    report.small_files_before = sum(1 for s in sizes if s < options.small_file_bytes)
+def _measure_before(
+    report: TableReport, table: DeltaTable, files: DataFiles, options: MaintenanceOptions
+) -> None:
+    report.files_before, report.bytes_before = len(files.sizes), sum(files.sizes)
+    report.small_files_before = files.small(options.small_file_bytes)
     report.version_before = int(table.version())
 
 
 def _measure_after(report: TableReport, table: DeltaTable, started: float) -> None:
-    sizes = _file_sizes(table)
+    sizes = data_files(table).sizes
     report.files_after, report.bytes_after = len(sizes), sum(sizes)
     report.version_after = int(table.version())
     report.elapsed_seconds = time.monotonic() - started
@@ -175,16 +179,16 @@ class _Crowded:
     small_files: int
 
 
-def _crowded(table: DeltaTable, options: MaintenanceOptions, *, min_small: int) -> _Crowded:
+def _crowded(files: DataFiles, options: MaintenanceOptions, *, min_small: int) -> _Crowded:
     """The partitions holding at least `min_small` small files. One partition column gives an `in`
     filter of their values; other layouts (a target partitioned by several columns, a null value) are
     compacted whole, as delta-rs bins each partition apart anyway."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    columns = list(table.metadata().partition_columns)
-    sizes = actions.column("size_bytes").to_pylist()
-    values = [actions.column(f"partition.{c}").to_pylist() for c in columns]
-    keys = list(zip(*values, strict=True)) if columns else [()] * len(sizes)
-    small = Counter(key for key, size in zip(keys, sizes, strict=True) if size < options.small_file_bytes)
+    columns = list(files.partitions)
+    values = [files.partitions[c] for c in columns]
+    keys = list(zip(*values, strict=True)) if columns else [()] * len(files.sizes)
+    small = Counter(
+        key for key, size in zip(keys, files.sizes, strict=True) if size < options.small_file_bytes
+    )
     chosen = {key: n for key, n in small.items() if n >= min_small}
     total = sum(chosen.values())
     if not chosen or len(columns) != 1 or any(key[0] is None for key in chosen):
@@ -219,10 +223,6 @@ def _open(path: str, storage: aws.StorageOptions) -> DeltaTable:
     if table is None:
         raise FileNotFoundError(f"{path} disappeared during maintenance")
     return table
-
-
-def _file_sizes(table: DeltaTable) -> list[int]:
-    return [int(s) for s in table.get_add_actions(flatten=True).column("size_bytes").to_pylist()]
 
 
 _retry_conflicts = retry(

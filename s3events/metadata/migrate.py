@@ -26,6 +26,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from s3events.errors import CommitConflict, FatalError
 from s3events.infra import aws, delta
+from s3events.infra.table_info import data_files
 from s3events.metadata.table import (
     ID_BUCKET,
     METADATA_PARTITION_BY,
@@ -80,7 +81,7 @@ def migrate(
         report.state = "absent"
         return report
     delta.check_schema_version(table, path=path, kind="metadata", supported=METADATA_SCHEMA_VERSION)
-    if is_bucketed(table) and not _unbucketed_rows(table):
+    if is_bucketed(table) and not _unbucketed_files(table):
         report.state = "bucketed"
         return report
     report.version_before = int(table.version())
@@ -159,13 +160,9 @@ def _rewrite(path: str, storage: aws.StorageOptions) -> None:
         )
 
 
-def _unbucketed_rows(table: DeltaTable) -> int:
-    values = pa.table(table.get_add_actions(flatten=True))
-    column = f"partition.{ID_BUCKET}"
-    if column not in values.column_names:
-        return 0
-    missing = pc.is_null(values.column(column))
-    return int(pc.sum(pc.if_else(missing, values.column("num_records"), 0)).as_py() or 0)
+def _unbucketed_files(table: DeltaTable) -> int:
+    """Files without a bucket value (0 for an unpartitioned table: it has no bucket column)."""
+    return sum(1 for bucket in data_files(table).partitions.get(ID_BUCKET, []) if bucket is None)
 
 
 def _bucket_stragglers(path: str, storage: aws.StorageOptions) -> int:
@@ -174,7 +171,7 @@ def _bucket_stragglers(path: str, storage: aws.StorageOptions) -> int:
     moved = 0
     for _ in range(_STRAGGLER_ROUNDS):
         table = _open(path, storage)
-        if not _unbucketed_rows(table):
+        if not _unbucketed_files(table):
             return moved
         rows = table.to_pyarrow_dataset().to_table(columns=["event_id"], filter=pc.field(ID_BUCKET).is_null())
         source = rows.append_column("bucket", id_buckets(rows.column("event_id")))

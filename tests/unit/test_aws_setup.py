@@ -81,6 +81,7 @@ PYARROW_FS_METHODS = {
 S3_TARGET_OF_MODULE = {
     "s3events/backfill/s3_lister.py": "landing",
     "s3events/ingest/files/objects.py": "landing",
+    "s3events/ingest/feed.py": "lake",  # has_version: a HEAD of the metadata table's next log entry
     "s3events/preflight.py": "lake",  # the start-up checks of the table locations
     "s3events/infra/parquet_files.py": "lake",
 }

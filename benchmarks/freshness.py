@@ -1,0 +1,343 @@
+"""Freshness: PUT -> row visible in the metadata table, and PUT -> row visible in the target table.
+
+    .venv/bin/python benchmarks/freshness.py [--rates 1,10,100] [--seconds 30] [--rounds 3] [--sync 1]
+
+Both processes run continuously, as an operator runs them: the real console script in two child
+processes, `s3events capture --continuous` and `s3events ingest --continuous`, each with
+`--min-sync-interval-seconds --sync` (default 1), every other key at its default (a 20 s long poll,
+batches of up to 1000 messages, table maintenance between cycles). They talk to a moto_server
+(`LocalEndpoint`) that delivers real S3->SQS notifications for a bucket; the tables are local paths.
+
+Set-up (not timed): endpoint, bucket, queue and notification; both children started; three warm-up
+files PUT and waited for in the target (this includes Spark's start in the ingest child). Then, per
+round and per rate, this process PUTs small JSON Lines files (5 lines each, ~300 bytes) at that rate for
+`--seconds` seconds, on a fixed schedule from a small thread pool (a slow PUT does not delay the next),
+waits until every file is in the target table, and computes for each file:
+
+- **PUT -> metadata**: the PUT's answer received (the object exists) -> the metadata table commit that
+  first holds the file's row became visible;
+- **PUT -> target**: the same PUT -> the target commit that first holds the file's rows became visible.
+
+"Visible" is the modification time of the commit's `_delta_log/<version>.json` (delta-rs publishes a
+local commit by moving a finished file into place), so nothing polls the tables while files are being
+PUT. After each phase the new log entries are read once: each add action's Parquet file gives the
+objects it holds (`bucket`/`key` in the metadata table, `_source_file` in the target) and the smallest
+version holding an object is the one that made it visible.
+
+The rows carry two more instants, which split the time into stages (medians printed per rate):
+`captured_at` (capture parsed the message: after receive and batch gathering) and `_ingested_at`
+(ingest started reading the batch: after its wait, the change-feed read and the plan). So
+receive = PUT -> captured_at (notification, long-poll return, batch gathering, a cycle waiting its turn),
+capture commit = captured_at -> metadata visible, ingest wait = metadata visible -> _ingested_at,
+ingest read+commit = _ingested_at -> target visible (reading the files, the commit).
+
+Per round and rate it prints p50/p99 of both; at the end the medians over rounds, the load average
+during each phase (other work on a shared machine moves these figures) and where the children's logs are
+(with `--keep`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyarrow.parquet as pq
+
+from s3events.dev import provision
+from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
+from s3events.infra import aws
+
+BUCKET = "fresh-landing"
+QUEUE = "fresh-events"
+LINES = 5
+
+
+# -- reading when each object became visible ---------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    visible: float  # epoch seconds: the commit's log file mtime
+    stamp: float | None  # captured_at (metadata) or _ingested_at (target), epoch seconds
+
+
+@dataclass
+class TableWatch:
+    """Reads a local Delta table's new commits: for each object, the first commit holding it."""
+
+    path: Path
+    columns: tuple[str, ...]  # ("bucket", "key", "captured_at") or ("_source_file", "_ingested_at")
+    next_version: int = 0
+    seen: dict[str, Seen] = field(default_factory=dict)
+
+    def refresh(self) -> None:
+        log_dir = self.path / "_delta_log"
+        while True:
+            entry = log_dir / f"{self.next_version:020d}.json"
+            try:
+                visible = entry.stat().st_mtime
+                lines = entry.read_text().splitlines()
+            except FileNotFoundError:
+                return
+            for line in lines:
+                action = json.loads(line)
+                add = action.get("add")
+                if add is not None and add.get("dataChange", True):
+                    self._read_file(self.path / unquote(add["path"]), visible)
+            self.next_version += 1
+
+    def _read_file(self, file: Path, visible: float) -> None:
+        try:
+            table = pq.read_table(file, columns=list(self.columns))
+        except (FileNotFoundError, KeyError):  # vacuumed meanwhile, or a file without the columns
+            return
+        for row in table.to_pylist():
+            if "key" in row:
+                uri, stamp = f"s3://{row['bucket']}/{row['key']}", row["captured_at"]
+            else:
+                uri, stamp = row["_source_file"], row["_ingested_at"]
+            if uri not in self.seen:
+                self.seen[uri] = Seen(visible, _epoch(stamp))
+
+
+def _epoch(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+# -- the run -------------------------------------------------------------------------------------------
+
+
+def file_body(n: int) -> bytes:
+    return "".join(
+        json.dumps({"id": n * LINES + i, "file": n, "line": i, "note": "fresh" * 8}) + "\n"
+        for i in range(LINES)
+    ).encode()
+
+
+def put_at_rate(s3: Any, prefix: str, rate: float, seconds: float, first: int) -> dict[str, float]:
+    """PUT `rate` files a second for `seconds`, on a fixed schedule; uri -> when its PUT was answered."""
+    count = max(1, round(rate * seconds))
+    done: dict[str, float] = {}
+
+    def put(n: int) -> None:
+        key = f"{prefix}/{n:07d}.json"
+        s3.put_object(Bucket=BUCKET, Key=key, Body=file_body(n))
+        done[f"s3://{BUCKET}/{key}"] = time.time()
+
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="put") as pool:
+        start = time.monotonic()
+        for i in range(count):
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # the PUT schedule, not a wait on a condition
+            pool.submit(put, first + i)
+    return done
+
+
+def wait_for(uris: set[str], watches: list[TableWatch], *, timeout: float, children: list[Any]) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        for watch in watches:
+            watch.refresh()
+        missing = [u for u in uris if u not in watches[-1].seen]
+        if not missing:
+            return
+        for child in children:
+            if child.poll() is not None:
+                raise SystemExit(f"a child exited with code {child.returncode}; see its log")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{len(missing)} files not in the target after {timeout:.0f}s: {missing[:3]}")
+        time.sleep(0.5)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+@dataclass
+class Phase:
+    rate: float
+    files: int
+    meta: list[float]
+    target: list[float]
+    stages: dict[str, list[float]]
+    load: tuple[float, float]  # 1-minute load average at the start and the end
+
+
+def measure(put: dict[str, float], meta: TableWatch, target: TableWatch, rate: float, load: Any) -> Phase:
+    stages: dict[str, list[float]] = {
+        "receive": [],
+        "capture commit": [],
+        "ingest wait": [],
+        "ingest read+commit": [],
+    }
+    m_lat, t_lat = [], []
+    for uri, put_done in put.items():
+        m, t = meta.seen[uri], target.seen[uri]
+        m_lat.append(m.visible - put_done)
+        t_lat.append(t.visible - put_done)
+        if m.stamp is not None and t.stamp is not None:
+            stages["receive"].append(m.stamp - put_done)
+            stages["capture commit"].append(m.visible - m.stamp)
+            stages["ingest wait"].append(t.stamp - m.visible)
+            stages["ingest read+commit"].append(t.visible - t.stamp)
+    return Phase(rate, len(put), m_lat, t_lat, stages, load)
+
+
+def write_props(path: Path, endpoint: str, queue_url: str, data: Path, extra: list[str]) -> None:
+    lines = [
+        f"s3events.aws.endpoint.url={endpoint}",
+        "s3events.aws.region=us-east-1",
+        f"s3events.source.queue.url={queue_url}",
+        f"s3events.metadata.table.path={data}/metadata",
+        "s3events.ingest.targets=fresh",
+        f"s3events.ingest.target.fresh.path={data}/fresh",
+        "s3events.ingest.target.fresh.format=json",
+        "s3events.ingest.target.fresh.glob=**/*.json",
+        "s3events.spark.master=local[2]",
+        *extra,
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def start_child(command: str, props: Path, sync: float, log_path: Path) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).with_name("s3events")
+    env = {**os.environ, **LOCAL_ENV, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(
+            [
+                str(exe),
+                command,
+                "--props",
+                str(props),
+                "--continuous",
+                "--min-sync-interval-seconds",
+                str(sync),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+def stop_child(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def summary(phases: list[Phase], rates: list[float]) -> None:
+    print()
+    print(
+        f"{'rate':>8} {'rounds':>6} | {'PUT->metadata p50':>17} {'p99':>6} "
+        f"| {'PUT->target p50':>15} {'p99':>6}"
+    )
+    for rate in rates:
+        mine = [p for p in phases if p.rate == rate]
+        mp50 = statistics.median(pct(p.meta, 0.5) for p in mine)
+        mp99 = statistics.median(pct(p.meta, 0.99) for p in mine)
+        tp50 = statistics.median(pct(p.target, 0.5) for p in mine)
+        tp99 = statistics.median(pct(p.target, 0.99) for p in mine)
+        print(f"{rate:>6g}/s {len(mine):>6} | {mp50:>16.2f}s {mp99:>5.2f}s | {tp50:>14.2f}s {tp99:>5.2f}s")
+    print("\nstages, median seconds over all files of the rate (see the docstring):")
+    names = list(phases[0].stages)
+    print(f"{'rate':>8} | " + " | ".join(f"{n:>18}" for n in names))
+    for rate in rates:
+        mine = [p for p in phases if p.rate == rate]
+        cells = [statistics.median([v for p in mine for v in p.stages[n]] or [float("nan")]) for n in names]
+        print(f"{rate:>6g}/s | " + " | ".join(f"{c:>17.2f}s" for c in cells))
+    loads = [v for p in phases for v in p.load]
+    print(
+        f"\nload average (1 min) during the phases: {min(loads):.2f}-{max(loads):.2f} "
+        f"on {os.cpu_count()} cores"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", default="1,10,100", help="files per second, comma-separated")
+    parser.add_argument("--seconds", type=float, default=30.0, help="seconds of PUTs per rate and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sync", type=float, default=1.0, help="--min-sync-interval-seconds of both")
+    parser.add_argument("--conf", action="append", default=[], help="extra KEY=VALUE for both children")
+    parser.add_argument("--keep", metavar="DIR", help="keep tables and the children's logs in DIR")
+    args = parser.parse_args()
+    rates = [float(r) for r in args.rates.split(",")]
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.update(LOCAL_ENV)
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="s3events-fresh-"))
+    if args.keep and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    children: list[subprocess.Popen[bytes]] = []
+    phases: list[Phase] = []
+    try:
+        with LocalEndpoint(log_path=work / "moto.log") as endpoint:
+            options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
+            made = provision.notifying_bucket(options, bucket=BUCKET, queue=QUEUE)
+            s3 = aws.client(options, "s3")
+            props = work / "fresh.properties"
+            write_props(props, endpoint.url, made.queue_url, work, args.conf)
+            children.append(start_child("capture", props, args.sync, work / "capture.log"))
+            children.append(start_child("ingest", props, args.sync, work / "ingest.log"))
+            meta = TableWatch(work / "metadata", ("bucket", "key", "captured_at"))
+            target = TableWatch(work / "fresh", ("_source_file", "_ingested_at"))
+            warm = put_at_rate(s3, "warmup", 2.0, 1.5, 0)
+            wait_for(set(warm), [meta, target], timeout=300, children=children)
+            print(f"warm: both processes running (logs in {work}); load {os.getloadavg()[0]:.2f}")
+            n = 1000
+            for round_no in range(1, args.rounds + 1):
+                for rate in rates:
+                    load0 = os.getloadavg()[0]
+                    put = put_at_rate(s3, f"r{round_no}/rate{rate:g}", rate, args.seconds, n)
+                    n += len(put)
+                    wait_for(set(put), [meta, target], timeout=300 + args.seconds, children=children)
+                    phase = measure(put, meta, target, rate, (load0, os.getloadavg()[0]))
+                    phases.append(phase)
+                    print(
+                        f"round {round_no} {rate:>5g} files/s ({phase.files} files): "
+                        f"PUT->metadata p50 {pct(phase.meta, 0.5):.2f}s p99 {pct(phase.meta, 0.99):.2f}s | "
+                        f"PUT->target p50 {pct(phase.target, 0.5):.2f}s p99 {pct(phase.target, 0.99):.2f}s "
+                        f"| load {load0:.2f}",
+                        flush=True,
+                    )
+            for child in children:
+                stop_child(child)
+        summary(phases, rates)
+    finally:
+        for child in children:
+            stop_child(child)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown (delta-rs / pyarrow readers can abort there)
+
+
+if __name__ == "__main__":
+    main()
