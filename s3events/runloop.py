@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TypeVar
 
-from s3events.errors import FatalError
+from s3events.errors import CredentialsRejected, FatalError
 from s3events.infra.delta_errors import transient_reason
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ def run_loop(
     idle_pause_seconds: float = 1.0,
     wait_for_work: Callable[[float], object] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    renew_credentials: Callable[[CredentialsRejected], bool] | None = None,
 ) -> int:
     """Run `step` until idle (--once) or until stopped (--continuous). Returns the number of cycles.
 
@@ -70,6 +71,12 @@ def run_loop(
     starts `idle_pause_seconds` after its start at the earliest (a cycle that was itself a long poll
     waits no more). `wait_for_work(seconds)`, when given, spends that idle pause watching for new work and
     returns as soon as there is some (or when the stop flag is set), so the next cycle starts then.
+
+    Credentials AWS rejected (CredentialsRejected, in either mode) are the one FatalError that may not
+    end it: `renew_credentials(rejection)` resolves the credential chain again at once, and when it yields
+    other credentials (True) the cycle runs again with them, at once unless cycles keep failing. When it
+    yields the same ones, the rejection stands. Cycles are safe to run again by design (nothing is
+    acknowledged before its commit), so the retried cycle loses and duplicates nothing.
     """
     cycles = 0
     failures = 0
@@ -77,13 +84,20 @@ def run_loop(
         started = clock()
         try:
             result = step()
+        except CredentialsRejected as exc:
+            if renew_credentials is None or not renew_credentials(exc):
+                raise
+            failures += 1
+            if failures > 1:  # other credentials, yet the cycles keep failing: do not spin
+                stop.wait(_backoff(failures, max_error_backoff_seconds))
+            continue
         except FatalError:
             raise
         except Exception as exc:
             if once:
                 raise
             failures += 1
-            backoff = min(max_error_backoff_seconds, 2.0 ** min(failures, 10) / 4)
+            backoff = _backoff(failures, max_error_backoff_seconds)
             reason = transient_reason(exc)
             if reason is not None:  # expected (throttling, an outage): one line, no traceback
                 log.warning("cycle failed (%d in a row); retrying in %.1fs: %s", failures, backoff, reason)
@@ -109,3 +123,7 @@ def run_loop(
             if pause > 0:
                 wait_for_work(pause)
     return cycles
+
+
+def _backoff(failures: int, max_seconds: float) -> float:
+    return min(max_seconds, 2.0 ** min(failures, 10) / 4)

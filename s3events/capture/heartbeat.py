@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from s3events.capture.ports import Message, Queue
+from s3events.errors import S3EventsError
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class VisibilityHeartbeat:
         while not self._stop.wait(tick):
             try:
                 self.extend_due()
+            except S3EventsError as exc:  # said by an adapter in one line (e.g. credentials rejected)
+                log.warning("visibility heartbeat failed; retrying on the next tick: %s", exc)
             except Exception:  # the heartbeat must outlive a failed call; the next tick tries again
                 log.exception("visibility heartbeat failed; retrying on the next tick")
 

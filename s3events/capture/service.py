@@ -130,7 +130,12 @@ def run_capture(
 
     try:
         totals.cycles = run_loop(
-            step, once=once, is_idle=lambda r: r.received == 0, stop=stop, min_interval_seconds=interval
+            step,
+            once=once,
+            is_idle=lambda r: r.received == 0,
+            stop=stop,
+            min_interval_seconds=interval,
+            renew_credentials=aws.renew_credentials,  # rotated keys: the chain again, once, at once
         )
     finally:
         unwatch()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from s3events.errors import FatalError, TransientError
+from s3events.errors import CredentialsRejected, FatalError, TransientError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _BUCKET_IN_BODY = re.compile(r"<BucketName>([^<]+)</BucketName>")
@@ -26,10 +26,11 @@ class _Rule:
     fatal: bool
     reason: str  # may use {bucket} and {match}
     hint: str  # may use {bucket} and {path}
+    credentials: bool = False  # the credentials themselves were rejected (CredentialsRejected)
 
 
-def _rule(pattern: str, fatal: bool, reason: str, hint: str) -> _Rule:
-    return _Rule(re.compile(pattern, re.IGNORECASE), fatal, reason, hint)
+def _rule(pattern: str, fatal: bool, reason: str, hint: str, *, credentials: bool = False) -> _Rule:
+    return _Rule(re.compile(pattern, re.IGNORECASE), fatal, reason, hint, credentials)
 
 
 _ENDPOINT_HINT = "check s3events.aws.endpoint.url / the region and that the network reaches the endpoint"
@@ -39,7 +40,8 @@ _RULES = (
           "check the bucket name in the table path and the region"),
     _rule(r"InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken|InvalidClientTokenId",
           True, "the credentials were rejected ({match})",
-          "check the AWS credential chain (environment, profile, instance or container role)"),
+          "check the AWS credential chain (environment, profile, instance or container role)",
+          credentials=True),
     _rule(r"AccessDenied|\b403\b(?: Forbidden)?|Forbidden", True, "access denied ({match})",
           "check that the credentials may list, read and write under {path}"),
     _rule(r"Connection refused|tcp connect error|dns error|failed to lookup address|"
@@ -107,6 +109,8 @@ def recognised(exc: BaseException, *, action: str, path: str) -> FatalError | Tr
             reason = rule.reason.format(bucket=bucket, match=innermost)
             hint = rule.hint.format(bucket=bucket, path=path)
             message = f"{action} at {path}: {reason}: {hint}"
+            if rule.credentials:
+                return CredentialsRejected(message)
             return FatalError(message) if rule.fatal else TransientError(message)
     return None
 

@@ -141,11 +141,10 @@ class MetadataFeed:
     def _open(self) -> DeltaTable | None:
         options = resolve(self._storage)
         if self._table is None or options != self._opened_with:  # new credentials: a new table handle
-            self._opened_with = options
             table = delta.open_table(self.path, options, kind="metadata")
             if table is not None:
                 delta.check_schema_version(
                     table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION
                 )
-            self._table = table
+            self._table, self._opened_with = table, options  # only once opened: a failed open tries again
         return self._table

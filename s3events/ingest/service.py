@@ -166,6 +166,7 @@ def run_ingest(
         stop=stop,
         min_interval_seconds=interval,
         wait_for_work=wait_for_work,
+        renew_credentials=aws.renew_credentials,  # rotated keys: the chain again, once, at once
     )
     log.info(
         "ingest finished: cycles=%d batches=%d rows=%d error_rows=%d failed_targets=%s",

@@ -188,16 +188,23 @@ class _IdentityTable:
         self._attempts = commit_attempts
         self._table: Any = None
         self._opened_at = 0.0
+        self._opened_with: dict[str, str] | None = None
 
     def _fresh(self) -> Any:
-        """The table at its latest version. Re-opened now and then so refreshed credentials are used."""
-        if self._table is None or time.monotonic() - self._opened_at > _REOPEN_SECONDS:
+        """The table at its latest version. Re-opened when the storage options changed (other credentials:
+        a table handle keeps those it was opened with) and now and then."""
+        options = aws.resolve(self._storage)
+        if (
+            self._table is None
+            or options != self._opened_with
+            or time.monotonic() - self._opened_at > _REOPEN_SECONDS
+        ):
             self._table = delta.open_or_create(
                 self.path,
                 self._schema,
                 kind=self._kind,
                 schema_version=self._schema_version,
-                storage_options=aws.resolve(self._storage),
+                storage_options=options,
                 partition_by=[self._partition] if self._partition else None,
             )
             if self._opened_at == 0.0 and self._partition and self._partition not in _partitions(self._table):
@@ -208,7 +215,7 @@ class _IdentityTable:
                     self._kind,
                     self.path,
                 )
-            self._opened_at = time.monotonic()
+            self._opened_at, self._opened_with = time.monotonic(), options
         else:
             delta.update(self._table, path=self.path, kind=self._kind)
         return self._table

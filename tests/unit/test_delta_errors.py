@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from s3events.errors import FatalError, TransientError
+from s3events.errors import CredentialsRejected, FatalError, TransientError
 from s3events.infra.delta_errors import plain, recognised, translate
 
 ARROW = "\x1b[31m↳\x1b[0m"
@@ -91,6 +91,20 @@ def test_problems_a_person_must_fix_are_fatal(text, reason):
     assert isinstance(error, FatalError)
     assert reason in str(error)
     assert str(error).startswith("cannot create the errors table at s3://b/t: ")
+    # Only rejected credentials may be retried, when the credential chain yields other ones.
+    assert isinstance(error, CredentialsRejected) == (reason == "the credentials were rejected")
+
+
+@pytest.mark.parametrize(
+    "code", ["InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"]
+)
+def test_credentials_delta_rs_was_refused_with_are_a_credentials_rejection(code):
+    error = translate(OSError(f"Generic S3 error: <Code>{code}</Code>"), action="cannot open", path="s3://b/t")
+    assert isinstance(error, CredentialsRejected)
+    assert str(error) == (
+        f"cannot open at s3://b/t: the credentials were rejected ({code}): check the AWS credential chain "
+        "(environment, profile, instance or container role)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import urllib3.exceptions
 
-from s3events.errors import S3EventsError, TransientError
+from s3events.errors import CredentialsRejected, S3EventsError, TransientError
 from s3events.events.model import bare_etag
 from s3events.infra import aws
 from s3events.infra.aws import AwsOptions
@@ -68,8 +68,6 @@ _REASONS = {
     "InvalidObjectState": "object is archived (InvalidObjectState): restore it before it can be ingested",
     "NoSuchBucket": "bucket does not exist (404)",
 }
-# Errors about who we are, not about the object: no other object will fare better.
-_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"}
 _STREAM_ERRORS = (botocore.exceptions.BotoCoreError, urllib3.exceptions.HTTPError, OSError)
 IN_MEMORY_PARQUET_BYTES = 64 << 20
 
@@ -122,11 +120,17 @@ class S3Object:
             self._body.close()
             self._body = None
 
-    def _retry(self, step: Any, *args: Any) -> Any:
+    def _retry(self, step: Any, *args: Any, renewed: bool = False) -> Any:
         try:
             return aws.retrying(self._attempts)(step)(*args)
         except TransientError as exc:
             raise ObjectReadError(self.uri, f"gave up after {self._attempts} attempts: {exc}") from exc
+        except CredentialsRejected as exc:
+            # The run loop's rule, in this executor process (its own credentials, and no loop of its own):
+            # the chain resolved again at once; other credentials are tried once, the same ones are fatal.
+            if renewed or not aws.renew_credentials(exc):
+                raise
+            return self._retry(step, *args, renewed=True)
 
     def _open(self) -> None:
         response = self._get(f"bytes={self._pos}-" if self._pos else None)
@@ -179,7 +183,8 @@ class S3Object:
             if code in _REASONS:
                 raise ObjectReadError(self.uri, _REASONS[code]) from exc
             classified = aws.classify(exc, action=f"reading {self.uri}")
-            if isinstance(classified, TransientError) or code in _CREDENTIAL_CODES:
+            # Transient, or about who we are rather than the object (no other object would fare better).
+            if isinstance(classified, TransientError | CredentialsRejected):
                 raise classified from exc
             raise ObjectReadError(self.uri, f"{code}: {error.get('Message', '')}".strip()) from exc
         except botocore.exceptions.BotoCoreError as exc:
