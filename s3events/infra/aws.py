@@ -185,7 +185,11 @@ class CredentialChain:
         return self._replace(fresh) and fresh is not None
 
     def _replace(self, fresh: Any) -> bool:
-        changed = self._resolved_at is not None and _frozen(fresh) != _frozen(self._credentials)
+        try:
+            held = _frozen(self._credentials)  # refreshable credentials may refresh here
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+            held = None  # the ones in use cannot even be refreshed any more: the fresh ones differ
+        changed = self._resolved_at is not None and _frozen(fresh) != held
         self._credentials, self._resolved_at = fresh, self._clock()
         if changed:
             self.generation += 1
@@ -252,6 +256,10 @@ class _ChainCredentials(botocore.credentials.Credentials):
     @property
     def token(self) -> str | None:
         return self.get_frozen_credentials().token
+
+    @property
+    def account_id(self) -> str | None:  # an endpoint rule input (botocore reads it lazily)
+        return self.get_frozen_credentials().account_id
 
     @property
     def method(self) -> str:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import botocore.awsrequest
+import botocore.credentials
+import botocore.exceptions
 import pytest
 
 from s3events.errors import CredentialsRejected
@@ -147,3 +149,22 @@ class _Raw:
 
 def test_plain_mappings_still_work():
     assert resolve({"AWS_REGION": "x"}) == {"AWS_REGION": "x"}
+
+
+def test_held_credentials_that_cannot_refresh_any_more_are_replaced_by_fresh_ones():
+    class Expired:
+        method = "sso"
+
+        def get_frozen_credentials(self) -> Any:
+            raise botocore.exceptions.TokenRetrievalError(provider="sso", error_msg="token expired")
+
+    class Fresh:
+        method = "sso"
+
+        def get_frozen_credentials(self) -> Any:
+            return botocore.credentials.ReadOnlyCredentials("key", "secret", "token")
+
+    answers: list[Any] = [Expired(), Fresh()]
+    chain = CredentialChain(lambda: answers.pop(0), clock=Clock())
+    chain.current()
+    assert chain.renew() is True and isinstance(chain.current(), Fresh)
