@@ -1,6 +1,8 @@
-"""Capture throughput (events/s) against a plain receive+delete loop on the same moto endpoint.
+"""Capture throughput (events/s) and client CPU against plain receive+delete loops on the same moto
+endpoint, and capture's memory while it drains a large backlog.
 
-    .venv/bin/python benchmarks/capture_throughput.py [--messages 200] [--rounds 10]
+    .venv/bin/python benchmarks/capture_throughput.py [--messages 200] [--rounds 10] [--batch 50]
+    .venv/bin/python benchmarks/capture_throughput.py --backlog 100000 [--batch 1000]
 
 moto's SQS costs O(queue depth) per call, so each round fills the queue with `--messages` S3
 notifications and then drains it; only the drains are timed. The baseline does ReceiveMessage(10) +
@@ -10,6 +12,17 @@ DeleteMessageBatch sequentially; ours parses, deduplicates, commits to a local m
 moto also scans in-flight messages on every receive, so holding a batch until its commit (which the
 exactly-once order requires) costs more per receive here than on real SQS; the default batch of 50
 keeps that artifact small. Real deployments use the larger default (1000) to amortise S3 commits.
+
+Two baselines, so the comparison does not hinge on moto's cost per message in flight:
+- **plain**: ReceiveMessage(10) + DeleteMessageBatch at once, 10 messages in flight;
+- **held**: receives until `--batch` messages are in hand, then deletes them (the same messages in
+  flight as capture, which holds a batch until its commit).
+Client CPU (this process's user+system time, every thread: parsing, the Delta commit in delta-rs's
+threads, boto3) per 1,000 messages is endpoint-independent: moto runs in a process of its own.
+
+`--backlog N` fills the queue with N notifications first, then lets capture drain it, sampling this
+process's resident memory every 50 ms: peak RSS before and while draining, and the batch cap honoured
+(the most messages one cycle held).
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -76,13 +90,92 @@ def drain_baseline(sqs: Any, queue_url: str) -> tuple[int, float]:
         done += len(messages)
 
 
-def drain_capture(capture: Any) -> tuple[int, float]:
+def drain_held(sqs: Any, queue_url: str, batch: int) -> tuple[int, float]:
+    """Receive until `batch` messages are in hand (or the queue is empty), then delete them all."""
+    started, done = time.perf_counter(), 0
+    while True:
+        held: list[dict[str, Any]] = []
+        while len(held) < batch:
+            wanted = min(10, batch - len(held))
+            got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=wanted).get("Messages", [])
+            if not got:
+                break
+            held.extend(got)
+        if not held:
+            return done, time.perf_counter() - started
+        for start in range(0, len(held), 10):
+            sqs.delete_message_batch(
+                QueueUrl=queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(held[start : start + 10])
+                ],
+            )
+        done += len(held)
+
+
+def drain_capture(capture: Any, largest: list[int] | None = None) -> tuple[int, float]:
     started, done = time.perf_counter(), 0
     while (result := capture.run_once()).received:
         done += result.written
+        if largest is not None:
+            largest[0] = max(largest[0], result.received)
         if os.environ.get("BENCH_VERBOSE"):
             print("   ", result.log_line())
     return done, time.perf_counter() - started
+
+
+def cpu_ms_per_1000(drain: Any, *args: Any) -> tuple[int, float, float]:
+    """(messages, seconds, client CPU ms per 1,000 messages) of one drain."""
+    cpu = time.process_time()
+    n, seconds = drain(*args)
+    return n, seconds, (time.process_time() - cpu) * 1000 / max(n, 1) * 1000
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class RssSampler:
+    """The peak resident memory of this process, sampled every 50 ms in a thread."""
+
+    def __init__(self) -> None:
+        self.peak = rss_mib()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, rss_mib())
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_mib())
+
+
+def backlog_run(sqs: Any, queue_url: str, capture: Any, count: int, batch: int) -> None:
+    started = time.perf_counter()
+    for part in range(0, count, 10_000):
+        fill(sqs, queue_url, min(10_000, count - part), part // 10_000)
+    print(f"filled {count} messages in {time.perf_counter() - started:.0f} s; RSS {rss_mib():.0f} MiB")
+    largest = [0]
+    before = rss_mib()
+    with RssSampler() as sampler:
+        n, seconds = drain_capture(capture, largest)
+    print(
+        f"drained {n} events in {seconds:.0f} s ({n / seconds:.0f}/s); RSS before draining {before:.0f} MiB, "
+        f"peak while draining {sampler.peak:.0f} MiB (+{sampler.peak - before:.0f}); "
+        f"largest cycle {largest[0]} messages (batch cap {batch})"
+    )
 
 
 def main() -> int:
@@ -93,6 +186,7 @@ def main() -> int:
     parser.add_argument(
         "--concurrency", type=int, default=1, help="s3events.source.queue.receive.concurrency"
     )
+    parser.add_argument("--backlog", type=int, default=0, help="drain a backlog of this many messages")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
@@ -114,23 +208,48 @@ def main() -> int:
             ],
         )
         capture = build_capture(settings)
-        plain, ours = [], []
+        if args.backlog:
+            backlog_run(sqs, ours_q, capture, args.backlog, args.batch)
+            capture.close()
+            sys.stdout.flush()
+            os._exit(0)
+        held_q, _ = provision.create_queue(options, "bench-held")
+        rates: dict[str, list[float]] = {"plain": [], "held": [], "ours": []}
+        cpu: dict[str, list[float]] = {"plain": [], "held": [], "ours": []}
         for r in range(args.rounds):
             fill(sqs, base_q, args.messages, r)
-            n, seconds = drain_baseline(sqs, base_q)
-            plain.append(n / seconds)
+            n, seconds, ms = cpu_ms_per_1000(drain_baseline, sqs, base_q)
+            rates["plain"].append(n / seconds)
+            cpu["plain"].append(ms)
+            fill(sqs, held_q, args.messages, r)
+            n, seconds, ms = cpu_ms_per_1000(drain_held, sqs, held_q, args.batch)
+            rates["held"].append(n / seconds)
+            cpu["held"].append(ms)
             fill(sqs, ours_q, args.messages, r)
-            n, seconds = drain_capture(capture)
+            n, seconds, ms = cpu_ms_per_1000(drain_capture, capture)
             assert n == args.messages, f"round {r}: captured {n} of {args.messages}"
-            ours.append(n / seconds)
-            print(f"round {r + 1:2d}: baseline {plain[-1]:7.0f} msg/s   capture {ours[-1]:7.0f} events/s")
+            rates["ours"].append(n / seconds)
+            cpu["ours"].append(ms)
+            print(
+                f"round {r + 1:2d}: "
+                + "   ".join(f"{k} {rates[k][-1]:6.0f}/s {cpu[k][-1]:5.0f} CPU ms/1k" for k in rates)
+            )
         capture.close()
-        base, mine = statistics.median(plain), statistics.median(ours)
-        print(f"median baseline receive+delete: {base:7.0f} msg/s")
-        print(
-            f"median s3events capture:        {mine:7.0f} events/s  (parse + dedupe + Delta commit + delete)"
-        )
-        print(f"ratio capture/baseline:         {mine / base:7.2f}")
+        rate = {k: statistics.median(v) for k, v in rates.items()}
+        ms = {k: statistics.median(v) for k, v in cpu.items()}
+        names = {
+            "plain": "plain receive+delete (10 in flight)",
+            "held": f"held loop ({args.batch} in flight)",
+            "ours": "s3events capture (commit included)",
+        }
+        print(f"medians over {args.rounds} rounds of {args.messages} messages, batch {args.batch}:")
+        for k, name in names.items():
+            print(f"  {name:38s} {rate[k]:6.0f} msg/s  {ms[k]:5.0f} CPU ms per 1,000 messages")
+        for k in ("plain", "held"):
+            print(
+                f"  capture / {k}: throughput {rate['ours'] / rate[k]:.2f}, "
+                f"CPU per message {ms['ours'] / ms[k]:.2f}x"
+            )
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown (delta-rs readers can abort there)
 
