@@ -133,6 +133,7 @@ class Ingest:
         self.target_path = target_path
         self.options = options
         self.checkpoint = Checkpoint(-1, 0)
+        self.stored: Checkpoint | None = None  # what the target holds (none before its first batch)
 
     def step(self) -> float:
         started = time.perf_counter()
@@ -150,9 +151,9 @@ class Ingest:
             )
             files = [written] if written is not None else []
             self.target.commit_append(
-                files, schema=TARGET_SCHEMA, partition_by=(), start=self.checkpoint, end=batch.end
+                files, schema=TARGET_SCHEMA, partition_by=(), expected=self.stored, end=batch.end
             )
-            self.checkpoint = batch.end
+            self.checkpoint = self.stored = batch.end
         return time.perf_counter() - started
 
 

@@ -282,7 +282,7 @@ class Ingest:
         try:
             if state.checkpointed:
                 assert durable is not None
-                state.table.commit_checkpoint(start=durable, end=cursor)
+                state.table.commit_checkpoint(expected=durable, end=cursor)
             else:
                 cursor = state.origin = state.errors.record_origin(cursor, replacing=durable)
         except (CommitConflict, CheckpointError):  # another ingest moved it meanwhile: theirs holds
@@ -309,7 +309,7 @@ class Ingest:
             held = state.table.held_contents([f for f in batch.files if f.recreated])
             batch = replace(batch, files=append_step(batch, held))
         if not batch.files:
-            version = state.table.commit_checkpoint(start=batch.start, end=batch.end)
+            version = state.table.commit_checkpoint(expected=_stored(state), end=batch.end)
             return BatchReport(
                 target=spec.name,
                 files=0,
@@ -338,7 +338,7 @@ class Ingest:
                 record_key=spec.record_key,
                 ordering_field=spec.ordering_field,
                 partition_by=spec.partition_by,
-                start=batch.start,
+                expected=_stored(state),
                 end=batch.end,
             )
         else:
@@ -346,7 +346,7 @@ class Ingest:
                 output.files,
                 schema=output.schema,
                 partition_by=spec.partition_by,
-                start=batch.start,
+                expected=_stored(state),
                 end=batch.end,
             )
         return BatchReport(
@@ -363,3 +363,9 @@ class Ingest:
             fast_path_files=output.fast_path_files,
             skipped=dict(output.failed_files),
         )
+
+
+def _stored(state: _TargetState) -> Checkpoint | None:
+    """The checkpoint the target table held when this cycle read it: what its commit must still find.
+    Not the batch's start, which may lie past it (see TargetTable._guard)."""
+    return state.durable if state.checkpointed else None

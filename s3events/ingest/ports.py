@@ -61,14 +61,14 @@ class TargetStore(Protocol):
     def schema(self) -> pa.Schema | None: ...
     def delete_rows(self, deletions: Sequence[Deletion]) -> int: ...
     def held_contents(self, files: Sequence[FileRef]) -> set[tuple[str, str | None]]: ...
-    def commit_checkpoint(self, *, start: Checkpoint, end: Checkpoint) -> int | None: ...
+    def commit_checkpoint(self, *, expected: Checkpoint | None, end: Checkpoint) -> int | None: ...
     def commit_append(
         self,
         files: list[Any],
         *,
         schema: pa.Schema,
         partition_by: tuple[str, ...],
-        start: Checkpoint,
+        expected: Checkpoint | None,
         end: Checkpoint,
     ) -> int: ...
     def commit_merge(
@@ -78,7 +78,7 @@ class TargetStore(Protocol):
         record_key: tuple[str, ...],
         ordering_field: str | None,
         partition_by: tuple[str, ...],
-        start: Checkpoint,
+        expected: Checkpoint | None,
         end: Checkpoint,
     ) -> int: ...
 

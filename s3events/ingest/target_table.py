@@ -62,11 +62,12 @@ class TargetTable:
         *,
         schema: pa.Schema,
         partition_by: tuple[str, ...],
-        start: Checkpoint,
+        expected: Checkpoint | None,
         end: Checkpoint,
     ) -> int:
-        """Add the executors' files and move the checkpoint start → end, in one commit."""
-        seen = self._guard(start, end)
+        """Add the executors' files and move the checkpoint to `end`, in one commit, if the stored one is
+        still `expected` (see `_guard`)."""
+        seen = self._guard(expected, end)
         return commit_files(
             self.path,
             files,
@@ -89,11 +90,11 @@ class TargetTable:
         record_key: tuple[str, ...],
         ordering_field: str | None,
         partition_by: tuple[str, ...],
-        start: Checkpoint,
+        expected: Checkpoint | None,
         end: Checkpoint,
     ) -> int:
         """Upsert the batch's latest row per key (the later ordering value wins) with the checkpoint."""
-        seen = self._guard(start, end)
+        seen = self._guard(expected, end)
         properties = self._commit_properties(end)
         table = delta.open_or_create(
             self.path,
@@ -132,13 +133,13 @@ class TargetTable:
             )
         return int(table.version())
 
-    def commit_checkpoint(self, *, start: Checkpoint, end: Checkpoint) -> int | None:
+    def commit_checkpoint(self, *, expected: Checkpoint | None, end: Checkpoint) -> int | None:
         """Move the checkpoint alone (a batch whose every file was removed). None when there is no table
         yet: nothing was ever ingested, so there is nothing to protect."""
         table = delta.open_table(self.path, self._storage_options())
         if table is None:
             return None
-        seen = self._guard(start, end)
+        seen = self._guard(expected, end)
         return commit_files(
             self.path,
             [],
@@ -181,19 +182,24 @@ class TargetTable:
         held = set(zip(lineage["_source_file"], lineage["_source_etag"], strict=True))
         return {(f.uri, f.etag) for f in files if (f.uri, f.etag) in held}
 
-    def _guard(self, start: Checkpoint, end: Checkpoint) -> dict[str, int | None]:
-        """Refuse a checkpoint that would move backwards or that another process moved meanwhile;
-        returns the stored app transactions the commit must still find (checked in its snapshot)."""
+    def _guard(self, expected: Checkpoint | None, end: Checkpoint) -> dict[str, int | None]:
+        """Refuse a checkpoint that would move backwards, or a commit whose stored checkpoint is no longer
+        the `expected` one this process read (None: none stored) because another process moved it;
+        returns the stored app transactions the commit must still find (checked in its snapshot).
+
+        `expected` is what the target stores, not where the batch starts: a running ingest's batch may
+        start past it, over metadata versions that routed nothing to the target (maintenance commits,
+        other prefixes), which it does not record every time."""
         seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options())
         stored = from_transactions(self.app_id, seen)
         if stored is not None:
             ensure_forward(stored, end)
-            if stored != start:
-                raise CheckpointError(
-                    f"{self.path}: the stored checkpoint moved to version {stored.version} position "
-                    f"{stored.position} while this batch ran from version {start.version} position "
-                    f"{start.position}: another ingest process is writing this target; batch abandoned"
-                )
+        if stored != expected:
+            raise CheckpointError(
+                f"{self.path}: the stored checkpoint moved to {_described(stored)} while this batch "
+                f"expected {_described(expected)}: another ingest process is writing this target; "
+                "batch abandoned"
+            )
         return seen
 
     def _commit_properties(self, end: Checkpoint) -> CommitProperties:
@@ -211,6 +217,10 @@ def _checkpoint_properties(app_id: str, end: Checkpoint, custom_metadata: dict[s
     """Commit properties carrying the checkpoint `end` as the app transactions of `app_id`."""
     transactions = [Transaction(app, version) for app, version in to_transactions(app_id, end).items()]
     return CommitProperties(app_transactions=transactions, custom_metadata=custom_metadata)
+
+
+def _described(checkpoint: Checkpoint | None) -> str:
+    return "none" if checkpoint is None else f"version {checkpoint.version} position {checkpoint.position}"
 
 
 def _sql_string(value: str) -> str:

@@ -366,7 +366,7 @@ def test_checkpoint_that_would_move_a_target_backwards_exits_2_with_one_line(mak
         [],
         schema=pa.schema([("x", pa.int64())]),
         partition_by=(),
-        start=Checkpoint(-1, 0),
+        expected=None,
         end=Checkpoint(2, 0),
     )
     version_before = DeltaTable(target).version()
@@ -395,7 +395,7 @@ def test_checkpoint_refused_for_one_of_two_targets_names_that_target(tmp_path):
     for name, version in (("behind", 1), ("ahead", 2)):
         path = str(tmp_path / name)
         TargetTable(path, f"s3events.ingest/{name}", storage_options={}).commit_append(
-            [], schema=pa.schema([("x", pa.int64())]), partition_by=(), start=Checkpoint(-1, 0),
+            [], schema=pa.schema([("x", pa.int64())]), partition_by=(), expected=None,
             end=Checkpoint(version, 0),
         )  # fmt: skip
         conf += [f"s3events.ingest.target.{name}.path={path}", f"s3events.ingest.target.{name}.format=json"]

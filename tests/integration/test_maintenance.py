@@ -322,6 +322,35 @@ def test_a_caught_up_target_gets_the_configured_retention_after_earlier_maintena
     assert (report.vacuum_retention_hours, report.logs_kept_days, report.notes) == (168, 30, [])
 
 
+def test_a_running_ingest_goes_on_committing_after_metadata_versions_that_route_nothing_to_its_target(
+    make_stack, s3, spark, tmp_path
+):
+    """Maintenance commits on the metadata table, and events routed elsewhere, are versions with nothing
+    for a target: a running ingest's cursor moves over them, ahead of the checkpoint its target stores.
+    Its next batch must still commit (it once failed on every cycle: "the stored checkpoint moved")."""
+    stack = make_stack()
+    target = str(tmp_path / "t")
+    settings = settings_of(stack, {"t": target_conf("t", target, "json", key__prefix="in/")})
+    ports = ingest_ports(settings, spark=spark)
+    cycle = Ingest(ports.feed, ports.targets, read=ports.read)
+    put_and_capture_each(stack, s3, settings, [0])
+    assert not cycle.run_once().failed
+    stored = transaction(target, "s3events.ingest/t")
+    report_of(run_maintenance(settings, select_tables(settings, "metadata")), "metadata")
+    s3.put_object(Bucket=stack.bucket, Key="elsewhere/x.json", Body=jsonl([{"f": 100, "n": 0}]))
+    assert run_capture(settings, once=True).written == 1
+    assert not cycle.run_once().failed  # caught up, over versions it had nothing to do in
+    assert transaction(target, "s3events.ingest/t") == stored  # ...which it has not recorded (yet)
+
+    put_and_capture_each(stack, s3, settings, [1])
+    outcome = cycle.run_once()
+
+    assert not outcome.failed, outcome.failed
+    assert [b.target for b in outcome.batches] == ["t"]
+    assert lines_of(target) == every_line_once([0, 1])
+    assert transaction(target, "s3events.ingest/t") == version(stack.metadata_path)
+
+
 def test_quiet_targets_record_their_progress_so_restarts_and_log_cleanup_need_no_old_versions(
     make_stack, s3, spark, tmp_path
 ):
