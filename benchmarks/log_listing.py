@@ -1,0 +1,82 @@
+"""What a long `_delta_log` costs a local table: open and update time against the number of log entries.
+
+    .venv/bin/python benchmarks/log_listing.py [--entries 1000,5000,20000] [--repeat 30]
+
+Each table holds one data file and N commits (commitInfo-only entries written directly, then a checkpoint
+at the last version, as delta-rs would make every 100 commits), so an open reads the same checkpoint and
+no JSON commit whatever N is: what grows is only the listing. object_store's local file system lists
+`_delta_log` from a version by walking the whole directory, so the time grows with N; on S3 the listing
+starts after a version (`start-after`) and stays flat. Printed: median open, median `update()` of an
+open table (what capture does before each commit), and a plain `os.listdir` of the directory, each with
+its ratio to the smallest N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+
+def build(path: str, entries: int) -> None:
+    write_deltalake(path, pa.table({"a": [1]}))
+    log = os.path.join(path, "_delta_log")
+    commit = json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE"}}) + "\n"
+    for version in range(1, entries):
+        with open(os.path.join(log, f"{version:020d}.json"), "w") as out:
+            out.write(commit)
+    DeltaTable(path).create_checkpoint()
+
+
+def median_ms(call: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--entries", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 20000]
+    )
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for entries in args.entries:
+            path = os.path.join(tmp, f"t{entries}")
+            build(path, entries)
+            table = DeltaTable(path)
+            rows.append(
+                (
+                    entries,
+                    median_ms(lambda p=path: DeltaTable(p), args.repeat),
+                    median_ms(table.update_incremental, args.repeat),
+                    median_ms(lambda p=path: os.listdir(os.path.join(p, "_delta_log")), args.repeat),
+                )
+            )
+    base = rows[0]
+    print("| log entries | open ms | update ms | listdir ms | open / first | update / first |")
+    print("|---|---|---|---|---|---|")
+    for entries, opened, updated, listed in rows:
+        print(
+            f"| {entries:,} | {opened:.1f} | {updated:.1f} | {listed:.1f} | {opened / base[1]:.2f} "
+            f"| {updated / base[2]:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
