@@ -24,8 +24,9 @@ stretch, and the metadata table's data files and `_delta_log` entries are printe
 the ratio of the p50 at the last mark to the p50 at the first (goal with maintenance on: <= 1.2).
 `--endpoint moto` keeps the tables in the local S3 endpoint (moto_server) instead of a local directory;
 with `--count-requests` the tables' S3 requests go through a counting proxy and each mark also prints the
-median S3 requests and LISTed keys per capture commit: the work a real S3 does for a commit, which moto's
-own timings hide (moto walks the whole bucket on every LIST, real S3 starts at `start-after`).
+median S3 requests and LISTed keys per capture commit, and S3 requests per ingest step: the work a real
+S3 does for them, which moto's own timings hide (moto walks the whole bucket on every LIST, real S3
+starts at `start-after`).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class Mark:
     log_entries: int
     requests: float | None = None  # per capture commit (median of the block), with --count-requests
     listed_keys: float | None = None
+    ingest_requests: float | None = None  # per ingest step (median of the stretch), with --count-requests
 
 
 @dataclass
@@ -197,6 +199,7 @@ def run_variant(
     capture_times: list[float] = []
     ingest_times: list[tuple[int, float]] = []
     requests: list[tuple[int, int]] = []  # (requests, listed keys) of each capture commit
+    ingest_requests: list[tuple[int, int]] = []  # (commit number, S3 requests) of each ingest step
     for i in range(1, commits + 1):
         records = workload.cycle()
         if counter is not None:
@@ -208,7 +211,11 @@ def run_variant(
             stats = counter.stats()
             requests.append((stats["requests"], stats["listed_keys"]))
         if i % args.ingest_every == 0:
+            if counter is not None:
+                counter.reset()
             ingest_times.append((i, ingest.step()))
+            if counter is not None:
+                ingest_requests.append((i, counter.stats()["requests"]))
         clock.now += args.seconds_per_commit
         if maintained:
             started = time.perf_counter()
@@ -219,6 +226,7 @@ def run_variant(
             stretch = [t for n, t in ingest_times if n > i - args.block * 5]
             files, logs = table_shape(metadata_path, storage)
             counted = requests[-args.block :]
+            ingest_counted = [r for n, r in ingest_requests if n > i - args.block * 5]
             mark = Mark(
                 i,
                 ms(block, 0.5),
@@ -228,11 +236,13 @@ def run_variant(
                 logs,
                 statistics.median(r for r, _ in counted) if counted else None,
                 statistics.median(k for _, k in counted) if counted else None,
+                statistics.median(ingest_counted) if ingest_counted else None,
             )
             variant.marks.append(mark)
             ingest_text = f"{mark.ingest_p50:8.1f}" if mark.ingest_p50 is not None else "       -"
             counted_text = (
-                f"  S3 requests/commit {mark.requests:.0f}, keys listed/commit {mark.listed_keys:.0f}"
+                f"  S3 requests/commit {mark.requests:.0f}, keys listed/commit {mark.listed_keys:.0f}, "
+                f"requests/ingest step {mark.ingest_requests or 0:.0f}"
                 if mark.requests is not None
                 else ""
             )
