@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -142,6 +143,10 @@ class SqsQueue:
         return BatchOutcome(failed)
 
 
+_NOT_ENTRY_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
 def _entry_id(message: Message) -> str:
-    # Batch entry ids allow [A-Za-z0-9_-]{1,80}; message ids are UUIDs.
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in message.message_id)[:80]
+    # Batch entry ids allow [A-Za-z0-9_-]{1,80} (ASCII); message ids are UUIDs. One regex, not a loop
+    # per character: this runs for every message deleted (it was a tenth of capture's CPU).
+    return _NOT_ENTRY_ID.sub("_", message.message_id)[:80]
