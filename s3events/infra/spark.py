@@ -51,6 +51,28 @@ def require_java() -> int:
     return major
 
 
+def jvm_gone(exc: BaseException) -> FatalError | None:
+    """FatalError when `exc` says Spark's JVM stopped answering: py4j cannot reach its gateway because the
+    JVM died (its own log says why, e.g. java.lang.OutOfMemoryError). The session cannot be used again and
+    a retry cannot help; a new process starts a new JVM. None for any other error.
+
+    Without this, the ConnectionRefusedError py4j raises reads like an unreachable storage endpoint."""
+    py4j_error = type(exc).__module__.startswith("py4j.") and type(exc).__name__ == "Py4JNetworkError"
+    if not py4j_error and not (isinstance(exc, ConnectionError) and _raised_in_py4j(exc)):
+        return None
+    return FatalError(
+        "Spark's JVM stopped answering: it died (its log above says why, e.g. java.lang.OutOfMemoryError); "
+        f"nothing of the batch was committed: restart ingest ({type(exc).__name__}: {exc})"
+    )
+
+
+def _raised_in_py4j(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "py4j" in tb.tb_frame.f_code.co_filename
+
+
 def under_spark_submit() -> bool:
     """True inside a driver launched by spark-submit (its Python runner hands over a gateway)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ

@@ -45,16 +45,23 @@ class SparkRead:
         return self._spark
 
     def __call__(self, batch: Batch, spec: TargetSpec, *, existing_schema: pa.Schema | None) -> ReadResult:
+        from s3events.infra.spark import jvm_gone
         from s3events.ingest.files.read import run_batch
 
-        return run_batch(
-            self.spark,
-            batch,
-            spec,
-            existing_schema=existing_schema,
-            aws=self._aws,
-            ingested_at=datetime.now(UTC),
-        )
+        try:
+            return run_batch(
+                self.spark,
+                batch,
+                spec,
+                existing_schema=existing_schema,
+                aws=self._aws,
+                ingested_at=datetime.now(UTC),
+            )
+        except Exception as exc:
+            gone = jvm_gone(exc)
+            if gone is None:
+                raise
+            raise gone from exc
 
 
 @dataclass(frozen=True, slots=True)
