@@ -8,7 +8,8 @@
 baseline B with spark.read.json / csv (header, inferSchema) / text / parquet). CSV files have a header
 and the columns id, user, amount, ok, country, note (no timestamp column: the CSV fast path leaves
 columns Spark would infer as dates or timestamps to the line path); text files are log lines; Parquet
-files hold the JSON data's rows (Parquet has no fast path: "ours" is its only path, read by row group).
+files hold the JSON data's rows (the Parquet fast path reads them row group by row group; "line path"
+is its Spark path, `parquet.fast.path=false`).
 
 Set-up (not timed): a moto_server endpoint (`LocalEndpoint`, a child process), one bucket, `--files`
 objects of `--lines` JSON lines of about `--line-bytes` bytes each, PUT into it. The metadata table gets
@@ -389,7 +390,7 @@ def main() -> int:
         )
 
         fmt = args.format
-        no_line_path = args.no_line_path or fmt == "parquet"  # parquet has one path
+        no_line_path = args.no_line_path
         labels = {k: v for k, v in labels_for(fmt).items() if not (k == "lines" and no_line_path)}
         results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):

@@ -95,6 +95,7 @@ __all__ = [
     "TARGET_ON_MISSING_OBJECT",
     "TARGET_ON_OBJECT_REMOVED",
     "TARGET_ORDERING_FIELD",
+    "TARGET_PARQUET_FAST_PATH",
     "TARGET_PARTITION_BY",
     "TARGET_PATH",
     "TARGET_READER_OPTIONS",
@@ -473,6 +474,15 @@ TARGET_TEXT_FAST_PATH: Key[bool] = _target(
     doc="text format: split clean files into lines whole on the executors (several times faster); a file "
     "with a line that is not UTF-8 still takes the line-by-line path. false = every file takes the line "
     "path.",
+)
+TARGET_PARQUET_FAST_PATH: Key[bool] = _target(
+    "parquet.fast.path",
+    type=BoolType(),
+    default=True,
+    doc="parquet format: read files row group by row group with pyarrow on the executors and write them "
+    "there, without Spark's schema probe and read; files whose rows it cannot give exactly as the Spark "
+    "path would (not readable or corrupt, a column type Spark has none for, lineage column names) still "
+    "take the Spark path. false = every file takes the Spark path.",
 )
 TARGET_MODE: Key[TargetMode] = _target(
     "mode",

@@ -24,6 +24,7 @@ class TargetSpec:
     json_fast_path: bool = True
     csv_fast_path: bool = True
     text_fast_path: bool = True
+    parquet_fast_path: bool = True
     mode: keys.TargetMode = "append"
     record_key: tuple[str, ...] = ()
     ordering_field: str | None = None
@@ -33,10 +34,13 @@ class TargetSpec:
 
     @property
     def fast_path(self) -> bool:
-        """Whether this target's format may take the fast path (parquet has none: see read_parquet)."""
-        return {"json": self.json_fast_path, "csv": self.csv_fast_path, "text": self.text_fast_path}.get(
-            self.format, False
-        )
+        """Whether this target's format may take the fast path."""
+        return {
+            "json": self.json_fast_path,
+            "csv": self.csv_fast_path,
+            "text": self.text_fast_path,
+            "parquet": self.parquet_fast_path,
+        }.get(self.format, False)
 
     @property
     def app_id(self) -> str:
@@ -86,6 +90,7 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 json_fast_path=settings.get_for(name, keys.TARGET_JSON_FAST_PATH),
                 csv_fast_path=settings.get_for(name, keys.TARGET_CSV_FAST_PATH),
                 text_fast_path=settings.get_for(name, keys.TARGET_TEXT_FAST_PATH),
+                parquet_fast_path=settings.get_for(name, keys.TARGET_PARQUET_FAST_PATH),
                 mode=settings.get_for(name, keys.TARGET_MODE),
                 record_key=settings.get_for(name, keys.TARGET_RECORD_KEY),
                 ordering_field=settings.get_for(name, keys.TARGET_ORDERING_FIELD),

@@ -1,14 +1,18 @@
-"""The CSV and text fast paths (pyarrow on executors) against the line path (Spark from_csv / split lines),
-on the same files in the same batches: same rows, same lineage, same error rows, same schema. Files the
-fast path declines (and batches it cannot split) still land exactly as the line path lands them."""
+"""The CSV, text and Parquet fast paths (pyarrow on executors) against the line path (Spark from_csv /
+split lines / Spark's Parquet read), on the same files in the same batches: same rows, same lineage,
+same error rows, same schema. Files the fast path declines (and batches it cannot split) still land
+exactly as the line path lands them."""
 
 from __future__ import annotations
 
 import gzip
+import io
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -64,6 +68,74 @@ TEXT_BATCHES: list[dict[str, bytes]] = [
         "text/dt=2026-11-22/only newline.txt": b"\n",
     },
     {"text/dt=2026-11-23/later.txt": b'{"not": "parsed"}\nplain,csv,line\n'},
+]
+
+
+
+_UTC = pa.timestamp("us", "UTC")
+_TAGS = pa.struct([("k", pa.string()), ("n", pa.int64())])
+
+
+def parquet(table: pa.Table, *, row_group_size: int | None = None) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=row_group_size)
+    return sink.getvalue()
+
+
+def orders(first: int, n: int, **extra: pa.Array) -> pa.Table:
+    ids = list(range(first, first + n))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "name": pa.array([None if i % 4 == 0 else f"n{i}" for i in ids], pa.string()),
+            "amount": pa.array([i / 4 for i in ids], pa.float64()),
+            "at": pa.array([datetime(2026, 11, 22, 1, i % 60, tzinfo=UTC) for i in ids], _UTC),
+            "local": pa.array([datetime(2026, 11, 22, 2, i % 60) for i in ids], pa.timestamp("us")),
+            "day": pa.array([date(2026, 11, 1 + i % 28) for i in ids], pa.date32()),
+            "tags": pa.array([{"k": f"t{i}", "n": i} for i in ids], _TAGS),
+            **extra,
+        }
+    )
+
+
+def corrupt_second_row_group() -> bytes:
+    """Two row groups, the second's column data garbled: readable until its first row (row 5)."""
+    body = bytearray(parquet(orders(500, 10), row_group_size=5))
+    second = pq.ParquetFile(io.BytesIO(bytes(body))).metadata.row_group(1).column(0)
+    start = second.data_page_offset
+    body[start + 20 : start + 60] = b"\xff" * 40
+    return bytes(body)
+
+
+INT32_ID = orders(400, 2).set_column(0, "id", pa.array([400, 401], pa.int32()))
+WITH_LINEAGE = orders(600, 2).append_column("_source_line", pa.array([7, 8]))
+NANOSECONDS = orders(800, 2).set_column(3, "at", pa.array([1, 2], pa.timestamp("ns", "UTC")))
+WIDER = orders(900, 6, extra=pa.array(range(6), pa.int32()))
+
+PARQUET_BATCHES: list[dict[str, bytes]] = [
+    {  # creates the table: several row groups, every file clean
+        "parquet/dt=2026-11-22/groups.parquet": parquet(orders(0, 25), row_group_size=7),
+        "parquet/dt=2026-11-22/one.parquet": parquet(orders(100, 3)),
+    },
+    {  # the table exists, no new columns: declined files go to the Spark path in the same batch
+        "parquet/dt=2026-11-23/clean.parquet": parquet(orders(200, 4), row_group_size=2),
+        "parquet/dt=2026-11-23/truncated.parquet": parquet(orders(300, 4))[:-30],
+        "parquet/dt=2026-11-23/not parquet.parquet": b"id,name\n1,x\n",
+        "parquet/dt=2026-11-23/corrupt group.parquet": corrupt_second_row_group(),
+        "parquet/dt=2026-11-23/int32 id.parquet": parquet(INT32_ID),
+        "parquet/dt=2026-11-23/lineage.parquet": parquet(WITH_LINEAGE),
+        "parquet/dt=2026-11-23/no rows.parquet": parquet(orders(0, 0)),
+        "parquet/dt=2026-11-23/zipped.parquet.gz": gzip.compress(parquet(orders(700, 2))),
+        "parquet/dt=2026-11-23/ns.parquet": parquet(NANOSECONDS),
+    },
+    {  # a file adds a column, the other lacks it: both clean, the fast path takes both
+        "parquet/dt=2026-11-24/wider.parquet": parquet(WIDER, row_group_size=4),
+        "parquet/dt=2026-11-24/narrower.parquet": parquet(orders(910, 2).drop_columns(["name"])),
+    },
+    {  # a new column and a declined file: the Spark path types new columns from every file at once
+        "parquet/dt=2026-11-25/more.parquet": parquet(orders(1000, 2, more=pa.array(["a", "b"]))),
+        "parquet/dt=2026-11-25/truncated.parquet": parquet(orders(1100, 2))[:-30],
+    },
 ]
 
 
@@ -166,3 +238,22 @@ def test_text_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
     assert crlf == ["one", "two", "", "no newline at the end"]
     assert [r["value"] for r in rows if r["_source_file"].endswith("only newline.txt")] == [""]
     assert [(e[0], e[1]) for e in errors(str(tmp_path / "fast"))] == [("bad utf8.txt", 2)]
+
+
+def test_parquet_fast_path_lands_the_same_rows_errors_and_schema_as_the_spark_path(
+    make_stack, s3, spark, tmp_path
+):
+    fast_files = run_both(make_stack, s3, spark, tmp_path, "parquet", PARQUET_BATCHES)
+
+    assert fast_files == [2, 3, 2, 0]  # int32 id and ns are cast as the Spark path casts them
+    rows = comparable(read_table(str(tmp_path / "fast")))
+    groups = [r for r in rows if r["_source_file"].endswith("groups.parquet")]
+    assert [r["_source_line"] for r in groups] == list(range(25))  # the row index across row groups
+    assert [r["id"] for r in groups] == list(range(25))
+    assert {r["dt"] for r in groups} == {"2026-11-22"}
+    assert [r["extra"] for r in rows if r["_source_file"].endswith("wider.parquet")] == list(range(6))
+    corrupt = [r["_source_line"] for r in rows if r["_source_file"].endswith("corrupt group.parquet")]
+    assert corrupt in ([], list(range(5)))  # whatever the Spark path keeps, both targets have
+    assert [r["id"] for r in rows if r["_source_file"].endswith("int32 id.parquet")] == [400, 401]
+    failed = {file for file, line, _raw, _error in errors(str(tmp_path / "fast")) if line is None}
+    assert {"truncated.parquet", "not parquet.parquet", "lineage.parquet", "zipped.parquet.gz"} <= failed

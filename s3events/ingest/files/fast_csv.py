@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from s3events.ingest.files.fast_json import is_spark_like
 from s3events.ingest.files.fast_parse import (
     BOM,
     Parsed,
@@ -116,6 +117,9 @@ class CsvParser:
     @property
     def new_columns_sorted(self) -> bool:
         return False  # in header order
+
+    def keeps_type(self, t: pa.DataType) -> bool:
+        return is_spark_like(t)  # int32, int64, double, bool, string
 
     def parse(self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]) -> Parsed:
         return parse_csv(data, file, etag, known=self.known, declared=self.declared, options=self.options)

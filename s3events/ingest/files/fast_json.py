@@ -56,6 +56,9 @@ class JsonParser:
     def new_columns_sorted(self) -> bool:
         return True
 
+    def keeps_type(self, t: pa.DataType) -> bool:
+        return is_spark_like(t)
+
     def parse(self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]) -> Parsed:
         return parse_json_lines(data, file, etag, known=self.known, declared=self.declared, hints=hints)
 

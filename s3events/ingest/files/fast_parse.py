@@ -2,13 +2,15 @@
 
 A parser turns one object's decompressed bytes into lineage + data columns in one pass (pyarrow on the
 executor), or returns the reason the line path must read the file instead. Each format has one
-(`fast_json`, `fast_csv`, `fast_text`); the task that fetches, parses and writes is `fast_path`'s.
+(`fast_json`, `fast_csv`, `fast_text`, `fast_parquet`); the task that fetches, parses and writes is
+`fast_path`'s.
 Parsers are small frozen objects built on the driver and shipped to the tasks.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,11 +29,22 @@ class Parsed:
 
     `header` is the file's header line as text (CSV with a header), also when the file is declined:
     the line path names a batch's columns after one header, so the fast path must see them all.
+    `parts` is the object's rows in parts instead of `table` (Parquet, row group by row group): reading
+    them may still raise FileDeclined, and the task then drops every part of the object it had.
     """
 
     table: pa.Table | None
     reason: str | None = None
     header: str | None = None
+    parts: Iterator[pa.Table] | None = None
+
+
+class FileDeclined(Exception):
+    """Raised by a `Parsed.parts` iterator: the object must take the line path after all."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class FileParser(Protocol):
@@ -58,6 +71,10 @@ class FileParser(Protocol):
         """True when the line path derives a batch's new columns from all its files at once in a way
         the fast path cannot split (CSV: one header names every file's columns by position): then a
         batch that adds columns takes the fast path only if every file does."""
+        ...
+
+    def keeps_type(self, t: pa.DataType) -> bool:
+        """Whether a column type the task's files merged into is the one the line path would give."""
         ...
 
 

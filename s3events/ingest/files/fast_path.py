@@ -1,6 +1,7 @@
 """The fast path of an append batch: each executor task fetches its files, parses each whole with
 pyarrow, adds lineage and writes Parquet, all in one Python pass per task. One task for every format;
-the format's parser (`fast_json`, `fast_csv`, `fast_text`) decides what a file's rows are, or declines.
+the format's parser (`fast_json`, `fast_csv`, `fast_text`, `fast_parquet`) decides what a file's rows
+are, or declines.
 
 What the fast path cannot do exactly is handed back: files a parser declines go to the line path in the
 same batch, and the whole batch takes the line path (every fast file discarded) when its files cannot
@@ -8,7 +9,12 @@ be split between the paths: the tasks' inferred types disagree with each other (
 integer in one task and a double in another: the line path's inference sees all files at once), CSV
 files have different header lines (the line path names every file's columns after one of them), or a
 CSV batch that adds columns has a file the parser declined (its lines would have been part of the
-inference). Both paths give the same rows.
+inference; a Parquet batch that adds columns has a declined file: the Spark path unifies every file's
+schema). Both paths give the same rows.
+
+A parser may give a file's rows in parts (Parquet, row group by row group): the task then writes them
+apart from other files' rows once they reach its flush bound, so a part that fails later (a corrupt row
+group) declines the whole file and the task removes the data files it had written of it.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import itertools
 import json
 import math
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,8 +45,9 @@ from s3events.infra.parquet_files import (
 )
 from s3events.ingest.files import fast_csv, fast_json
 from s3events.ingest.files.fast_csv import CsvParser
-from s3events.ingest.files.fast_json import JsonParser, is_spark_like
-from s3events.ingest.files.fast_parse import FileParser, Parsed
+from s3events.ingest.files.fast_json import JsonParser
+from s3events.ingest.files.fast_parquet import ParquetParser
+from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
 from s3events.ingest.files.frames import file_refs, files_frame
 from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, Fetched, fetch
@@ -96,6 +103,8 @@ def fast_parser(
             return CsvParser(known, declared is not None, options)
     if target.format == "text":  # the line path reads no options and no schema for text
         return TextParser()
+    if target.format == "parquet":  # the Spark path reads no options and no declared schema for Parquet
+        return ParquetParser(pa.schema([f for f in existing or [] if f.name not in _FIXED]))
     return None
 
 
@@ -201,6 +210,9 @@ def _fast_partition(
     held = 0
     hints: dict[str, pa.DataType] = {}
     headers: set[str] = set()
+    flush = partial(_flush, table_uri=table_uri, aws=aws, partition_by=partition_by, parser=parser)
+    finish = partial(_finish, partition_by=partition_by, ingested_at=ingested_at)
+    remove = partial(remove_data_files, table_uri, options=aws)
     with ThreadPoolExecutor(max_workers=_FETCH_AHEAD, thread_name_prefix="s3events-fetch") as pool:
         for ref, fetched in _fetched_ahead(pool, list(file_refs(batches)), aws):
             parsed = (
@@ -210,18 +222,62 @@ def _fast_partition(
             )
             if parsed.header is not None:
                 headers.add(parsed.header)
+            if parsed.parts is not None:
+                held = _take_parts(ref, parsed.parts, pending, held, out, flush, finish, remove)
+                continue
             if parsed.table is None:
                 out.append({"event_id": ref.event_id, "reason": parsed.reason})
                 continue
-            table = _finish(parsed.table, ref.uri, partition_by, ingested_at)
+            table = finish(parsed.table, ref.uri)
             pending.append((ref, table))
             held += table.nbytes
             if held >= _FLUSH_BYTES:
-                out.extend(_flush(pending, table_uri, aws, partition_by))
-                pending, held = [], 0
-    out.extend(_flush(pending, table_uri, aws, partition_by))
+                out.extend(flush(pending))
+                pending.clear()
+                held = 0
+    out.extend(flush(pending))
     out.extend({"header": header} for header in sorted(headers))
     yield pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
+
+
+def _take_parts(
+    ref: FileRef,
+    parts: Iterator[pa.Table],
+    pending: list[tuple[FileRef, pa.Table]],
+    held: int,
+    out: list[dict[str, object]],
+    flush: Callable[[list[tuple[FileRef, pa.Table]]], list[dict[str, object]]],
+    finish: Callable[[pa.Table, str], pa.Table],
+    remove: Callable[[list[WrittenFile]], None],
+) -> int:
+    """One file's rows part by part into `pending` (or, past the flush bound, into data files of its own,
+    so that a later part's failure can take them back); returns the bytes the task then holds."""
+    mine: list[tuple[FileRef, pa.Table]] = []
+    own: list[dict[str, object]] = []  # result rows of data files holding only this file's rows
+    reason: str | None = None
+    try:
+        for part in parts:
+            table = finish(part, ref.uri)
+            mine.append((ref, table))
+            held += table.nbytes
+            if held >= _FLUSH_BYTES:
+                out.extend(flush(pending))
+                own.extend(flush(mine))
+                pending.clear()
+                mine, held = [], 0
+        if own:  # it spilled: the rest of it is written apart too
+            own.extend(flush(mine))
+            mine, held = [], 0
+    except FileDeclined as exc:
+        reason = exc.reason
+    reason = reason or next((str(r["reason"]) for r in own if r.get("event_id") is not None), None)
+    if reason is None:
+        out.extend(own)
+        pending.extend(mine)
+        return held
+    remove([from_row(r) for r in own if r.get("path") is not None])
+    out.append({"event_id": ref.event_id, "reason": reason})
+    return held - sum(t.nbytes for _, t in mine)
 
 
 def _fetched_ahead(
@@ -241,7 +297,7 @@ def _fetched_ahead(
         yield ref, future.result()
 
 
-def _finish(table: pa.Table, uri: str, partition_by: tuple[str, ...], ingested_at: datetime) -> pa.Table:
+def _finish(table: pa.Table, uri: str, *, partition_by: tuple[str, ...], ingested_at: datetime) -> pa.Table:
     """Partition columns from the key path where the records lack them, and the ingestion time."""
     n = table.num_rows
     for name in partition_by:
@@ -259,7 +315,12 @@ def _finish(table: pa.Table, uri: str, partition_by: tuple[str, ...], ingested_a
 
 
 def _flush(
-    pending: list[tuple[FileRef, pa.Table]], table_uri: str, aws: AwsOptions, partition_by: tuple[str, ...]
+    pending: list[tuple[FileRef, pa.Table]],
+    *,
+    table_uri: str,
+    aws: AwsOptions,
+    partition_by: tuple[str, ...],
+    parser: FileParser,
 ) -> list[dict[str, object]]:
     if not pending:
         return []
@@ -269,7 +330,7 @@ def _flush(
         table = pa.concat_tables([t for _, t in pending], promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         return _declined(pending, f"types differ between files: {exc}")
-    odd = [f.name for f in table.schema if f.name not in _FIXED and not is_spark_like(f.type)]
+    odd = [f.name for f in table.schema if f.name not in _FIXED and not parser.keeps_type(f.type)]
     if odd:  # e.g. structs merged in an order Spark would not give
         return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()

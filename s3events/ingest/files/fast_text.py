@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from s3events.ingest.files.fast_json import is_spark_like
 from s3events.ingest.files.fast_parse import Parsed
 from s3events.ingest.files.lines import split_lines
 from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
@@ -33,6 +34,9 @@ class TextParser:
     @property
     def new_columns_sorted(self) -> bool:
         return False  # none: `value` is known
+
+    def keeps_type(self, t: pa.DataType) -> bool:
+        return is_spark_like(t)  # strings
 
     def parse(self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]) -> Parsed:
         return parse_text(data, file, etag)
