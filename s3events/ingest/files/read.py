@@ -112,7 +112,7 @@ def _run_on_spark(
     frame = files_frame(spark, files)
     cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
     if target.format == "parquet":
-        good, bad = _read_parquet(spark, frame, aws, existing_schema)
+        good, bad = _read_parquet(spark, frame, aws, existing_schema, cached)
     else:
         lines = frame.mapInArrow(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
         cached.append(lines.persist(StorageLevel.MEMORY_AND_DISK))
@@ -370,7 +370,11 @@ def _evolve(existing: pa.Schema | None, inferred: T.StructType) -> T.StructType:
 
 
 def _read_parquet(
-    spark: SparkSession, files: DataFrame, aws: AwsOptions, existing: pa.Schema | None
+    spark: SparkSession,
+    files: DataFrame,
+    aws: AwsOptions,
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
     probed = files.mapInArrow(
         partial(_parquet_schema_partition, aws=aws), "uri string, etag string, schema binary, error string"
@@ -384,14 +388,34 @@ def _read_parquet(
         [
             *[pa.field(n, LINE_SCHEMA.field(n).type) for n in LINEAGE],
             *to_arrow_schema(data_schema, timezone="UTC"),
+            pa.field("_error", pa.string()),  # a file that broke after the probe: one row saying why
         ]
     )
-    good = files.mapInArrow(
-        partial(_read_parquet_partition, aws=aws, schema=read_schema), from_arrow_schema(read_schema)
+    probed_bad = frozenset(uri for uri, _, _ in errors)
+    read = files.mapInArrow(
+        partial(_read_parquet_partition, aws=aws, schema=read_schema, probed_bad=probed_bad),
+        from_arrow_schema(read_schema),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(read)  # read once: the rows and the broken files both come from it
+    broken = read.where(F.col("_error").isNotNull())
+    # All or nothing per file, as for text: a file with a corrupt later row group contributes no rows.
+    good = (
+        read.where(F.col("_error").isNull())
+        .join(F.broadcast(broken.select("_source_file").distinct()), "_source_file", "left_anti")
+        .select(*[f.name for f in read_schema if f.name != "_error"])
     )
+    bad_schema = from_arrow_schema(pa.schema([f for f in ERROR_SCHEMA if f.name != INGESTED_AT]))
     bad = spark.createDataFrame(
-        [(uri, etag, None, None, error, None) for uri, etag, error in errors],
-        from_arrow_schema(pa.schema([f for f in ERROR_SCHEMA if f.name != INGESTED_AT])),
+        [(uri, etag, None, None, error, None) for uri, etag, error in errors], bad_schema
+    ).unionByName(
+        broken.select(
+            "_source_file",
+            "_source_etag",
+            F.lit(None).cast("long").alias("_source_line"),
+            F.lit(None).cast("string").alias("raw"),
+            F.col("_error").alias("error"),
+            "_event_time",
+        )
     )
     return good, bad
 
@@ -417,9 +441,11 @@ def _parquet_schema_partition(
 
 
 def _read_parquet_partition(
-    batches: Iterator[pa.RecordBatch], *, aws: AwsOptions, schema: pa.Schema
+    batches: Iterator[pa.RecordBatch], *, aws: AwsOptions, schema: pa.Schema, probed_bad: frozenset[str]
 ) -> Iterator[pa.RecordBatch]:
     for ref in file_refs(batches):
+        if ref.uri in probed_bad:
+            continue  # its error row comes from the probe
         try:
             for record_batch in read_parquet(ref, aws):
                 columns = [
@@ -429,8 +455,14 @@ def _read_parquet_partition(
                     for f in schema
                 ]
                 yield pa.RecordBatch.from_arrays(columns, schema=schema)
-        except ObjectReadError:
-            continue  # recorded by the schema probe
+        except ObjectReadError as exc:  # after the probe read its first rows: a corrupt later row group
+            marker = {
+                "_source_file": ref.uri,
+                "_source_etag": ref.etag,
+                "_event_time": ref.event_time,
+                "_error": exc.reason,
+            }
+            yield pa.RecordBatch.from_pylist([marker], schema=schema)
 
 
 # -- shaping and writing --------------------------------------------------------------------------------
