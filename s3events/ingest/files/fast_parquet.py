@@ -28,7 +28,13 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from s3events.ingest.files.fast_parse import FileDeclined, Parsed
 from s3events.ingest.files.lines import codec_for_key
-from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.files.objects import (
+    INGESTED_AT,
+    LINEAGE_FIELDS,
+    CorruptParquetData,
+    lineage_columns,
+    parquet_batches,
+)
 from s3events.ingest.model import FileRef
 
 _RESERVED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
@@ -89,25 +95,19 @@ class ParquetParser:
         self, parquet: pq.ParquetFile, typed: pa.Schema, file: FileRef, etag: str | None
     ) -> Iterator[pa.Table]:
         out = pa.schema([*LINEAGE_FIELDS, *typed])
-        batches = parquet.iter_batches(batch_size=self.batch_rows)
-        row = 0
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except (pa.ArrowException, OSError) as exc:
-                raise FileDeclined(f"corrupt Parquet data after row {row}: {exc}") from exc
-            try:  # the Spark path's cast (read._read_parquet_partition); its failure fails that path too
-                columns = [
-                    c if c.type == f.type else c.cast(f.type, safe=False)
-                    for c, f in zip(batch.columns, typed, strict=True)
-                ]
-            except (pa.ArrowException, NotImplementedError) as exc:
-                raise FileDeclined(f"a value does not cast to the batch's type: {exc}") from exc
-            lineage = lineage_columns(file, etag, row, batch.num_rows)
-            row += batch.num_rows
-            yield pa.Table.from_arrays([*lineage, *columns], schema=out)
+        try:
+            for row, batch in parquet_batches(parquet, self.batch_rows):
+                try:  # the Spark path's cast (read._read_parquet_partition); its failure fails that path too
+                    columns = [
+                        c if c.type == f.type else c.cast(f.type, safe=False)
+                        for c, f in zip(batch.columns, typed, strict=True)
+                    ]
+                except (pa.ArrowException, NotImplementedError) as exc:
+                    raise FileDeclined(f"a value does not cast to the batch's type: {exc}") from exc
+                lineage = lineage_columns(file, etag, row, batch.num_rows)
+                yield pa.Table.from_arrays([*lineage, *columns], schema=out)
+        except CorruptParquetData as exc:
+            raise FileDeclined(str(exc)) from exc
 
 
 @lru_cache(maxsize=256)  # a schema conversion through Spark's types: ~4 ms a column otherwise

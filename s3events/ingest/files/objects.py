@@ -261,21 +261,35 @@ def read_parquet(
         clash = sorted(set(parquet.schema_arrow.names) & {f.name for f in LINEAGE_FIELDS})
         if clash:
             raise ObjectReadError(file.uri, f"the file already has lineage column(s) {', '.join(clash)}")
-        batches = parquet.iter_batches(batch_size=batch_rows)
-        row = 0
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except (pa.ArrowException, OSError) as exc:
-                raise ObjectReadError(file.uri, f"corrupt Parquet data after row {row}: {exc}") from exc
-            lineage = lineage_columns(file, obj.etag, row, batch.num_rows)
-            row += batch.num_rows
-            schema = pa.schema([*batch.schema, *LINEAGE_FIELDS])
-            yield pa.RecordBatch.from_arrays([*batch.columns, *lineage], schema=schema)
+        try:
+            for row, batch in parquet_batches(parquet, batch_rows):
+                lineage = lineage_columns(file, obj.etag, row, batch.num_rows)
+                schema = pa.schema([*batch.schema, *LINEAGE_FIELDS])
+                yield pa.RecordBatch.from_arrays([*batch.columns, *lineage], schema=schema)
+        except CorruptParquetData as exc:
+            raise ObjectReadError(file.uri, str(exc)) from exc
     finally:
         obj.close()
+
+
+class CorruptParquetData(Exception):
+    """A row group of a readable Parquet file that cannot be decoded."""
+
+
+def parquet_batches(parquet: pq.ParquetFile, batch_rows: int) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Each batch with the 0-based index of its first row (the `_source_line` of the Parquet paths);
+    CorruptParquetData saying after which row when a row group cannot be decoded."""
+    batches = parquet.iter_batches(batch_size=batch_rows)
+    row = 0
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptParquetData(f"corrupt Parquet data after row {row}: {exc}") from exc
+        yield row, batch
+        row += batch.num_rows
 
 
 # -- whole objects (the fast path) ----------------------------------------------------------------------
