@@ -46,6 +46,7 @@ from s3events.ingest.target_table import ERROR_SCHEMA
 
 LINEAGE = [f.name for f in LINEAGE_FIELDS]
 CORRUPT = "_corrupt_record"
+_READ_ERROR = "__s3events_read_error"  # Parquet read rows: why a file broke (a name no data column takes)
 _TS = pa.timestamp("us", tz="UTC")
 
 log = logging.getLogger(__name__)
@@ -388,7 +389,7 @@ def _read_parquet(
         [
             *[pa.field(n, LINE_SCHEMA.field(n).type) for n in LINEAGE],
             *to_arrow_schema(data_schema, timezone="UTC"),
-            pa.field("_error", pa.string()),  # a file that broke after the probe: one row saying why
+            pa.field(_READ_ERROR, pa.string()),  # a file that broke after the probe: one row saying why
         ]
     )
     probed_bad = frozenset(uri for uri, _, _ in errors)
@@ -397,12 +398,12 @@ def _read_parquet(
         from_arrow_schema(read_schema),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(read)  # read once: the rows and the broken files both come from it
-    broken = read.where(F.col("_error").isNotNull())
+    broken = read.where(F.col(_READ_ERROR).isNotNull())
     # All or nothing per file, as for text: a file with a corrupt later row group contributes no rows.
     good = (
-        read.where(F.col("_error").isNull())
+        read.where(F.col(_READ_ERROR).isNull())
         .join(F.broadcast(broken.select("_source_file").distinct()), "_source_file", "left_anti")
-        .select(*[f.name for f in read_schema if f.name != "_error"])
+        .drop(_READ_ERROR)
     )
     bad_schema = from_arrow_schema(pa.schema([f for f in ERROR_SCHEMA if f.name != INGESTED_AT]))
     bad = spark.createDataFrame(
@@ -413,7 +414,7 @@ def _read_parquet(
             "_source_etag",
             F.lit(None).cast("long").alias("_source_line"),
             F.lit(None).cast("string").alias("raw"),
-            F.col("_error").alias("error"),
+            F.col(_READ_ERROR).alias("error"),
             "_event_time",
         )
     )
@@ -460,7 +461,7 @@ def _read_parquet_partition(
                 "_source_file": ref.uri,
                 "_source_etag": ref.etag,
                 "_event_time": ref.event_time,
-                "_error": exc.reason,
+                _READ_ERROR: exc.reason,
             }
             yield pa.RecordBatch.from_pylist([marker], schema=schema)
 
