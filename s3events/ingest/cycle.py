@@ -100,6 +100,12 @@ class _TargetState:
         self.caught_up_logged = False
         self.oldest_pending: datetime | None = None  # event time of the oldest routed change not ingested
 
+    @property
+    def stored(self) -> Checkpoint | None:
+        """The checkpoint the target table held when this cycle read it: what its commit must still find.
+        Not the batch's start, which may lie past it (see TargetTable._guard)."""
+        return self.durable if self.checkpointed else None
+
 
 class Ingest:
     """The ingest stage for a set of targets. `run_once()` runs at most one batch per target."""
@@ -309,7 +315,7 @@ class Ingest:
             held = state.table.held_contents([f for f in batch.files if f.recreated])
             batch = replace(batch, files=append_step(batch, held))
         if not batch.files:
-            version = state.table.commit_checkpoint(expected=_stored(state), end=batch.end)
+            version = state.table.commit_checkpoint(expected=state.stored, end=batch.end)
             return BatchReport(
                 target=spec.name,
                 files=0,
@@ -338,7 +344,7 @@ class Ingest:
                 record_key=spec.record_key,
                 ordering_field=spec.ordering_field,
                 partition_by=spec.partition_by,
-                expected=_stored(state),
+                expected=state.stored,
                 end=batch.end,
             )
         else:
@@ -346,7 +352,7 @@ class Ingest:
                 output.files,
                 schema=output.schema,
                 partition_by=spec.partition_by,
-                expected=_stored(state),
+                expected=state.stored,
                 end=batch.end,
             )
         return BatchReport(
@@ -364,8 +370,3 @@ class Ingest:
             skipped=dict(output.failed_files),
         )
 
-
-def _stored(state: _TargetState) -> Checkpoint | None:
-    """The checkpoint the target table held when this cycle read it: what its commit must still find.
-    Not the batch's start, which may lie past it (see TargetTable._guard)."""
-    return state.durable if state.checkpointed else None
