@@ -75,8 +75,9 @@ def run_loop(
     Credentials AWS rejected (CredentialsRejected, in either mode) are the one FatalError that may not
     end it: `renew_credentials(rejection)` resolves the credential chain again at once, and when it yields
     other credentials (True) the cycle runs again with them, at once unless cycles keep failing. When it
-    yields the same ones, the rejection stands. Cycles are safe to run again by design (nothing is
-    acknowledged before its commit), so the retried cycle loses and duplicates nothing.
+    yields the same ones, the rejection stands. A rejection a Spark executor met was judged there, by its
+    own chain (`aws.RejectedOnExecutor`): its verdict is the answer. Cycles are safe to run again by
+    design (nothing is acknowledged before its commit), so the retried cycle loses and duplicates nothing.
     """
     cycles = 0
     failures = 0

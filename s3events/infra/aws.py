@@ -211,6 +211,8 @@ def renew_credentials(rejection: CredentialsRejected, *, chain: CredentialChain 
     other credentials than the rejected ones, which every client and table opened from now on uses (the
     caller retries with them), said in one line; False when they are the same (the rejection stands:
     fatal). Never logs key material."""
+    if isinstance(rejection, RejectedOnExecutor):
+        return rejection.renewed  # the executor's chain was refused, and it has judged (and said so)
     chain = chain or credential_chain()
     before = chain.generation
     if not chain.renew(rejection.generation):
@@ -225,6 +227,47 @@ def renew_credentials(rejection: CredentialsRejected, *, chain: CredentialChain 
         rejection,
     )
     return True
+
+
+class RejectedOnExecutor(CredentialsRejected):
+    """Credentials refused to a Spark executor (another process, with a credential chain of its own) and
+    judged there by `renew_credentials`: `renewed` is its verdict, which the driver's run loop acts on
+    (`renew_credentials` answers it): the cycle runs again (other credentials) or the process stops.
+    The verdict is in the message too: Spark hands the driver an executor's error as text only."""
+
+    def __init__(self, rejection: str, *, renewed: bool) -> None:
+        super().__init__(f"{rejection}: {_EXECUTOR_VERDICTS[renewed]}")
+        self.renewed = renewed
+
+
+_EXECUTOR_VERDICTS = {
+    True: "the executor's credential chain, resolved again at once, now yields other credentials",
+    False: (
+        "the executor's credential chain, resolved again at once, yields the same credentials: check the "
+        "AWS credentials the executors get (environment, profile, instance or container role)"
+    ),
+}
+# How the executor's error reads in the text of the Spark job's failure, on the driver.
+_ON_EXECUTOR = re.compile(
+    r"s3events\.infra\.aws\.RejectedOnExecutor: (?P<rejection>[^\n]*?): (?P<verdict>"
+    + "|".join(re.escape(verdict) for verdict in _EXECUTOR_VERDICTS.values())
+    + ")"
+)
+
+
+def judged_on_executor(rejection: CredentialsRejected) -> RejectedOnExecutor:
+    """In an executor: the rule (`renew_credentials`) applied to this process's own chain, which puts
+    other credentials, if any, into use here; raise the answer and the driver acts on its verdict."""
+    return RejectedOnExecutor(str(rejection), renewed=renew_credentials(rejection))
+
+
+def rejected_on_executor(exc: BaseException) -> RejectedOnExecutor | None:
+    """On the driver: the executors' `judged_on_executor` error inside a Spark job's failure, or None."""
+    found = _ON_EXECUTOR.search(str(exc))
+    if found is None:
+        return None
+    renewed = found.group("verdict") == _EXECUTOR_VERDICTS[True]
+    return RejectedOnExecutor(f"on an executor: {found.group('rejection')}", renewed=renewed)
 
 
 # The generation of the credentials this thread last signed a request with: botocore signs and sends in

@@ -58,10 +58,12 @@ class SparkRead:
                 ingested_at=datetime.now(UTC),
             )
         except Exception as exc:
-            gone = jvm_gone(exc)
-            if gone is None:
+            # An executor's credentials refused, judged there (aws.judged_on_executor): the run loop's to
+            # act on, like the driver's own; or the JVM died.
+            translated = aws.rejected_on_executor(exc) or jvm_gone(exc)
+            if translated is None:
                 raise
-            raise gone from exc
+            raise translated from exc
 
 
 @dataclass(frozen=True, slots=True)

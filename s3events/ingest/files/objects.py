@@ -126,10 +126,13 @@ class S3Object:
         except TransientError as exc:
             raise ObjectReadError(self.uri, f"gave up after {self._attempts} attempts: {exc}") from exc
         except CredentialsRejected as exc:
-            # The run loop's rule, in this executor process (its own credentials, and no loop of its own):
-            # the chain resolved again at once; other credentials are tried once, the same ones are fatal.
-            if renewed or not aws.renew_credentials(exc):
-                raise
+            # The run loop's rule, judged on this process's own chain (aws.judged_on_executor). The same
+            # credentials: the error carries that verdict to the driver, which stops (exit 3). Other ones:
+            # this read runs again with them at once (a failed task would log its traceback); refused
+            # again, the driver's run loop decides, with the verdict of that second rejection.
+            judged = aws.judged_on_executor(exc)
+            if renewed or not judged.renewed:
+                raise judged from exc
             return self._retry(step, *args, renewed=True)
 
     def _open(self) -> None:
