@@ -44,8 +44,13 @@ _RULES = (
           credentials=True),
     _rule(r"AccessDenied|\b403\b(?: Forbidden)?|Forbidden", True, "access denied ({match})",
           "check that the credentials may list, read and write under {path}"),
+    # object_store gives up with "error sending request" once its retries ran out (a DeltaError, not an
+    # OSError, from e.g. load_cdf); a body cut mid-stream reads "request or response body error" or "error
+    # decoding response body".
     _rule(r"Connection refused|tcp connect error|dns error|failed to lookup address|"
-          r"Name or service not known|Connection reset|connection closed|Network is unreachable",
+          r"Name or service not known|Connection reset|connection closed|Network is unreachable|"
+          r"error sending request|request or response body error|error decoding response body|"
+          r"IncompleteMessage",
           False, "cannot reach the storage endpoint ({match})", _ENDPOINT_HINT),
     _rule(r"SlowDown|Throttl\w*|TooManyRequests|\b429\b|\b503\b|ServiceUnavailable|\b500\b|InternalError",
           False, "the storage service is throttling or unavailable ({match})", "retry later"),

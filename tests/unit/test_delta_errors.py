@@ -122,6 +122,28 @@ def test_problems_that_may_clear_by_themselves_are_transient(text):
     assert isinstance(error, TransientError)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [  # as delta-rs 1.x raised them from load_cdf through the fault proxy (a DeltaError, not an OSError)
+        "External error: Generic DeltaTable error: Error interacting with object store: Generic S3 error: "
+        "Error performing list request: Error performing GET http://127.0.0.1:45743/b?list-type=2&prefix=t"
+        "%2F_delta_log%2F in 181.9s, after 5 retries, max_retries: 10, retry_timeout: 180s  - HTTP error: "
+        "error sending request",
+        "External error: Generic DeltaTable error: Error interacting with object store: Generic S3 error: "
+        "Error getting list response body: HTTP error: request or response body error",
+        "Generic S3 error: Error performing GET http://127.0.0.1:1/b/t/_delta_log/00000000000000000001.json "
+        "in 2.1s, after 10 retries - error decoding response body",
+    ],
+)
+def test_a_store_that_stopped_answering_after_object_stores_retries_is_transient_even_from_a_table_call(text):
+    class DeltaError(Exception):  # stands in for deltalake's: not an OSError
+        pass
+
+    error = translate(DeltaError(text), action="cannot read the metadata table's changes", path="s3://b/t")
+    assert isinstance(error, TransientError)
+    assert "cannot reach the storage endpoint" in str(error)
+
+
 def test_unknown_io_error_is_transient_and_unknown_table_error_is_fatal_both_on_one_line():
     class DeltaError(Exception):  # stands in for deltalake's: classification goes by text and OSError
         pass
