@@ -112,6 +112,11 @@ class TargetTable:
             source_alias="s",
             target_alias="t",
             merge_schema=True,
+            # The rows are in memory already: not streaming them lets delta-rs skip the target's files
+            # outside the batch's key range. A scanned file it sees no change in is held in memory until
+            # the MERGE's input ends (its merge barrier): streamed, a batch of new or recent keys held the
+            # whole target in the driver (benchmarks/merge_scale.py).
+            streamed_exec=False,
             commit_properties=properties,
             post_commithook_properties=delta.AFTER_COMMIT,
         )
