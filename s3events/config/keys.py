@@ -82,6 +82,7 @@ __all__ = [
     "STATUS_MAX_LAG_SECONDS",
     "TARGET_BUCKET",
     "TARGET_CSV_FAST_PATH",
+    "TARGET_DRIVER_READ_MAX_BYTES",
     "TARGET_ERROR_TABLE_PATH",
     "TARGET_FORMAT",
     "TARGET_GLOB",
@@ -483,6 +484,14 @@ TARGET_PARQUET_FAST_PATH: Key[bool] = _target(
     "there, without Spark's schema probe and read; files whose rows it cannot give exactly as the Spark "
     "path would (not readable or corrupt, a column type Spark has none for, lineage column names) still "
     "take the Spark path. false = every file takes the Spark path.",
+)
+TARGET_DRIVER_READ_MAX_BYTES: Key[int] = _target(
+    "driver.read.max.bytes",
+    type=IntType(min=0),
+    default=64 << 20,
+    doc="Fast path: a batch whose source files total at most this many bytes is read in the driver, one "
+    "thread per core, instead of by a Spark job, so a small batch does not wait for a job to start (a "
+    "compressed file counts as 128 MiB, what it may expand to). 0 = always a Spark job.",
 )
 TARGET_MODE: Key[TargetMode] = _target(
     "mode",

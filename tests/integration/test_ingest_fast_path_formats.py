@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -158,9 +159,17 @@ def schema(path: str) -> list[tuple[str, str]]:
     return [(f.name, str(f.type)) for f in pa.schema(DeltaTable(path).schema().to_arrow())]
 
 
-def run_both(make_stack, s3, spark, tmp_path, fmt: str, batches: list[dict[str, bytes]]) -> list[int]:
+# Where the fast target's tasks run: threads of the driver (a small batch, the default) or a Spark job.
+WHERE = pytest.mark.parametrize("where", ["driver", "spark-job"])
+
+
+def run_both(
+    make_stack, s3, spark, tmp_path, caplog, fmt: str, batches: list[dict[str, bytes]], where: str = "driver"
+) -> list[int]:
     """Each batch through a fast target and a line-path target; the fast target's fast-path file counts."""
+    caplog.set_level(logging.DEBUG, logger="s3events.ingest.files.fast_path")
     stack = make_stack()
+    driver_read = {"driver__read__max__bytes": 64 << 20 if where == "driver" else 0}
     targets = {
         name: target_conf(
             name,
@@ -169,6 +178,7 @@ def run_both(make_stack, s3, spark, tmp_path, fmt: str, batches: list[dict[str, 
             key__prefix=f"{fmt}/",
             partition__by="dt",
             **{f"{fmt}__fast__path": str(name == "fast").lower()},
+            **driver_read,
         )
         for name in ("fast", "lines")
     }
@@ -182,6 +192,8 @@ def run_both(make_stack, s3, spark, tmp_path, fmt: str, batches: list[dict[str, 
         assert {r.target for r in reports} == {"fast", "lines"}
         assert all(r.fast_path_files == 0 for r in reports if r.target == "lines")
         fast_files.append(sum(r.fast_path_files for r in reports if r.target == "fast"))
+    in_driver = [r for r in caplog.records if "read in the driver" in r.getMessage()]
+    assert bool(in_driver) == (where == "driver")
     fast, lines = (str(tmp_path / n) for n in ("fast", "lines"))
     assert comparable(read_table(fast)) == comparable(read_table(lines))
     assert errors(fast) == errors(lines)
@@ -189,10 +201,11 @@ def run_both(make_stack, s3, spark, tmp_path, fmt: str, batches: list[dict[str, 
     return fast_files
 
 
+@WHERE
 def test_csv_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
-    make_stack, s3, spark, tmp_path
+    where, make_stack, s3, spark, tmp_path, caplog
 ):
-    fast_files = run_both(make_stack, s3, spark, tmp_path, "csv", CSV_BATCHES)
+    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "csv", CSV_BATCHES, where)
 
     assert fast_files == [3, 1, 2, 0]  # all; only clean.csv; both; none (the headers differ)
     rows = {r["id"]: r for r in read_table(str(tmp_path / "fast")) if r["id"] is not None}
@@ -228,9 +241,9 @@ def test_csv_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
 
 
 def test_text_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
-    make_stack, s3, spark, tmp_path
+    make_stack, s3, spark, tmp_path, caplog
 ):
-    fast_files = run_both(make_stack, s3, spark, tmp_path, "text", TEXT_BATCHES)
+    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "text", TEXT_BATCHES)
 
     assert fast_files == [4, 1]  # the file with a bad line and the empty one took the line path
     rows = comparable(read_table(str(tmp_path / "fast")))
@@ -240,10 +253,11 @@ def test_text_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
     assert [(e[0], e[1]) for e in errors(str(tmp_path / "fast"))] == [("bad utf8.txt", 2)]
 
 
+@WHERE
 def test_parquet_fast_path_lands_the_same_rows_errors_and_schema_as_the_spark_path(
-    make_stack, s3, spark, tmp_path
+    where, make_stack, s3, spark, tmp_path, caplog
 ):
-    fast_files = run_both(make_stack, s3, spark, tmp_path, "parquet", PARQUET_BATCHES)
+    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "parquet", PARQUET_BATCHES, where)
 
     assert fast_files == [2, 3, 2, 0]  # int32 id and ns are cast as the Spark path casts them
     rows = comparable(read_table(str(tmp_path / "fast")))

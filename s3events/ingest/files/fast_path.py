@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,9 +52,12 @@ from s3events.ingest.files.fast_parquet import ParquetParser
 from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
 from s3events.ingest.files.frames import file_refs, files_frame
-from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, Fetched, fetch
+from s3events.ingest.files.lines import codec_for_key
+from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, MAX_OBJECT_BYTES, Fetched, fetch
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec, key_path_value
+
+log = logging.getLogger(__name__)
 
 _TS = pa.timestamp("us", tz="UTC")
 _TASK_BYTES = 128 << 20  # source bytes per task: one output file each, at least one task per core
@@ -121,17 +126,21 @@ def run_fast(
     total = sum(f.size or 0 for f in files)
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
     task = partial(
-        _fast_partition,
+        _fast_task,
         aws=aws,
         parser=parser,
         table_uri=target.path,
         partition_by=target.partition_by,
         ingested_at=ingested_at,
     )
-    rows = [
-        r.asDict()
-        for r in files_frame(spark, files, tasks).mapInArrow(task, from_arrow_schema(_OUT_SCHEMA)).collect()
-    ]
+    rows: list[dict[str, Any]]
+    if driver_bytes(files) <= target.driver_read_max_bytes:
+        log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))
+        rows = _run_in_driver(task, files, min(len(files), tasks))
+    else:
+        partition_task = partial(_fast_partition, task=task)
+        frame = files_frame(spark, files, tasks).mapInArrow(partition_task, from_arrow_schema(_OUT_SCHEMA))
+        rows = [r.asDict() for r in frame.collect()]
     written = [from_row(r) for r in rows if r["path"] is not None]
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
     schema = _table_schema(
@@ -157,6 +166,22 @@ def run_fast(
         return FastResult(rest=files, reasons=dict.fromkeys((f.uri for f in files), whole_batch))
     rest = tuple(f for f in files if f.event_id in declined)
     return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest})
+
+
+def driver_bytes(files: tuple[FileRef, ...]) -> int:
+    """What reading `files` may hold in memory, as `driver.read.max.bytes` counts it: their sizes, a
+    compressed file at the bound its content is read up to (a small .gz may expand a thousandfold)."""
+    return sum(MAX_OBJECT_BYTES if codec_for_key(f.key) else f.size or 0 for f in files)
+
+
+def _run_in_driver(
+    task: Callable[[list[FileRef]], pa.RecordBatch], files: tuple[FileRef, ...], slices: int
+) -> list[dict[str, Any]]:
+    """The tasks a Spark job would run, on threads of this process (pyarrow's parsers and writers release
+    the GIL), with the files sliced in batch order as the job's partitions would be."""
+    groups = [list(files[i * len(files) // slices : (i + 1) * len(files) // slices]) for i in range(slices)]
+    with ThreadPoolExecutor(max_workers=slices, thread_name_prefix="s3events-read") as pool:
+        return [row for batch in pool.map(task, groups) for row in batch.to_pylist()]
 
 
 def _table_schema(
@@ -197,14 +222,22 @@ def _table_schema(
 
 
 def _fast_partition(
-    batches: Iterator[pa.RecordBatch],
+    batches: Iterator[pa.RecordBatch], *, task: Callable[[list[FileRef]], pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    yield task(list(file_refs(batches)))
+
+
+def _fast_task(
+    refs: list[FileRef],
     *,
     aws: AwsOptions,
     parser: FileParser,
     table_uri: str,
     partition_by: tuple[str, ...],
     ingested_at: datetime,
-) -> Iterator[pa.RecordBatch]:
+) -> pa.RecordBatch:
+    """One task's files: fetched, parsed, written as data files; a row per written file, per declined
+    file and per CSV header line seen."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
@@ -214,7 +247,7 @@ def _fast_partition(
     finish = partial(_finish, partition_by=partition_by, ingested_at=ingested_at)
     remove = partial(remove_data_files, table_uri, options=aws)
     with ThreadPoolExecutor(max_workers=_FETCH_AHEAD, thread_name_prefix="s3events-fetch") as pool:
-        for ref, fetched in _fetched_ahead(pool, list(file_refs(batches)), aws):
+        for ref, fetched in _fetched_ahead(pool, refs, aws):
             parsed = (
                 parser.parse(fetched.data, ref, fetched.etag, hints)
                 if fetched.data is not None
@@ -237,7 +270,7 @@ def _fast_partition(
                 held = 0
     out.extend(flush(pending))
     out.extend({"header": header} for header in sorted(headers))
-    yield pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
+    return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
 
 
 def _take_parts(
