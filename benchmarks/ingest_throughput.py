@@ -1,9 +1,12 @@
 """Ingest throughput (MB/s, rows/s) against two baselines, on the same files in the same run.
 
     .venv/bin/python benchmarks/ingest_throughput.py [--format json|csv|text|parquet] [--files 40]
-        [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path]
+        [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path] [--mode append|merge]
 
-`--format` (default json) chooses the files and the target's format; every contender reads that format
+`--mode merge` makes every contender upsert by the data's unique `id` into its fresh target (ours:
+`mode=merge`, `record.key=id`; baseline A: an empty table, then one `DeltaTable.merge` of all rows;
+baseline B has no merge and is left out). `--format` (default json) chooses the files and the target's
+format; every contender reads that format
 (baseline A with pyarrow's reader of it: pyarrow.json, pyarrow.csv, lines split in Python, pyarrow.parquet;
 baseline B with spark.read.json / csv (header, inferSchema) / text / parquet). CSV files have a header
 and the columns id, user, amount, ok, country, note (no timestamp column: the CSV fast path leaves
@@ -83,13 +86,24 @@ FORMATS = ("json", "csv", "text", "parquet")
 READERS = {"json": "pyarrow.json", "csv": "pyarrow.csv", "text": "split lines", "parquet": "pyarrow.parquet"}
 
 
-def labels_for(fmt: str) -> dict[str, str]:
-    return {
+def labels_for(fmt: str, mode: str = "append") -> dict[str, str]:
+    labels = {
         "ours": "ours: run_ingest (moto S3 -> Spark -> Delta)",
         "lines": f"ours, {fmt}.fast.path=false (line path)",
         "A": f"A: boto3 + {READERS[fmt]} + write_deltalake",
         "B": f"B: spark.read.{fmt}(local) + write.parquet",
     }
+    if mode == "merge":  # B has no merge: it is left out
+        del labels["B"]
+        labels["A"] = f"A: boto3 + {READERS[fmt]} + DeltaTable.merge"
+    return labels
+
+
+def mode_settings(mode: str) -> list[str]:
+    """Settings of the target's mode: merge upserts by the data's unique `id`."""
+    if mode == "append":
+        return []
+    return [f"s3events.ingest.target.{TARGET}.mode=merge", f"s3events.ingest.target.{TARGET}.record.key=id"]
 
 
 SCHEMA_DDL = "id BIGINT, ts STRING, user STRING, amount DOUBLE, ok BOOLEAN, country STRING, note STRING"
@@ -277,9 +291,14 @@ def read_with_pyarrow(fmt: str, body: bytes) -> pa.Table:
 
 
 def run_baseline_a(
-    s3: Any, objects: list[tuple[str, str, int]], target: str, expected_rows: int, fmt: str = "json"
+    s3: Any,
+    objects: list[tuple[str, str, int]],
+    target: str,
+    expected_rows: int,
+    fmt: str = "json",
+    mode: str = "append",
 ) -> Measure:
-    from deltalake import write_deltalake
+    from deltalake import DeltaTable, write_deltalake
 
     with Measure() as measured:
         tables = []
@@ -287,7 +306,12 @@ def run_baseline_a(
             body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
             tables.append(read_with_pyarrow(fmt, body))
         table = pa.concat_tables(tables, promote_options="default")
-        write_deltalake(target, table)
+        if mode == "merge":  # an empty table of the data's schema, then one MERGE by id
+            write_deltalake(target, table.schema.empty_table())
+            merge = DeltaTable(target).merge(table, "t.id = s.id", source_alias="s", target_alias="t")
+            merge.when_matched_update_all().when_not_matched_insert_all().execute()
+        else:
+            write_deltalake(target, table)
     if table.num_rows != expected_rows:
         raise SystemExit(f"baseline A: {table.num_rows} rows of {expected_rows}")
     return measured
@@ -310,7 +334,7 @@ def run_baseline_b(
 # -- main ---------------------------------------------------------------------------------------------------
 
 
-def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str) -> None:
+def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: str) -> None:
     """Start-up is not timed: a tiny job, a tiny mapInArrow job (Python worker daemon), then each
     contender once on two small files of their own (imports in the workers, JIT, first-use costs)."""
 
@@ -325,11 +349,17 @@ def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str) -> Non
     objects = put_files(s3, warm, local_dir, "warm-up/")
     write_metadata(str(work / "warm-up-metadata"), objects)
     settings = ingest_settings(
-        endpoint_url, str(work / "warm-up-metadata"), str(work / "warm-up-ours"), 2, fmt=fmt
+        endpoint_url,
+        str(work / "warm-up-metadata"),
+        str(work / "warm-up-ours"),
+        2,
+        *mode_settings(mode),
+        fmt=fmt,
     )
     run_ours(settings, spark, 200)
-    run_baseline_a(s3, objects, str(work / "warm-up-a"), 200, fmt)
-    run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
+    run_baseline_a(s3, objects, str(work / "warm-up-a"), 200, fmt, mode)
+    if mode == "append":
+        run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
 
 
 def rate(total_bytes: int, rows: int, seconds: float, cpu: float | None = None) -> str:
@@ -350,7 +380,12 @@ def main() -> int:
     parser.add_argument("--line-bytes", type=int, default=120, help="bytes per line (default 120)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
     parser.add_argument("--no-line-path", action="store_true", help="skip the line-path contender")
+    parser.add_argument(
+        "--mode", choices=("append", "merge"), default="append", help="the target's mode (default append)"
+    )
     args = parser.parse_args()
+    if args.mode == "merge" and args.format == "text":
+        parser.error("--mode merge needs a record key: text files have none (use json, csv or parquet)")
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
 
@@ -382,28 +417,34 @@ def main() -> int:
             conf={"spark.ui.showConsoleProgress": "false"},  # progress bars only; no effect on speed
         )
         spark.sparkContext.setLogLevel("ERROR")
-        warm_up(spark, s3, endpoint.url, work, args.format)
+        warm_up(spark, s3, endpoint.url, work, args.format, args.mode)
         print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load()}")
         print(
             f"ours: s3events.ingest.target.{TARGET}.max.files.per.batch={args.files} "
             f"(one batch per round); MB = 10^6 bytes of source files"
         )
 
-        fmt = args.format
+        fmt, mode = args.format, args.mode
+        if mode == "merge":
+            print("target mode: merge (record.key=id; every id is new, so each MERGE inserts every row)")
         no_line_path = args.no_line_path
-        labels = {k: v for k, v in labels_for(fmt).items() if not (k == "lines" and no_line_path)}
+        labels = {k: v for k, v in labels_for(fmt, mode).items() if not (k == "lines" and no_line_path)}
         results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):
-            settings = ingest_settings(endpoint.url, metadata, str(work / f"ours-{r}"), args.files, fmt=fmt)
+            in_mode = mode_settings(mode)
+            settings = ingest_settings(
+                endpoint.url, metadata, str(work / f"ours-{r}"), args.files, *in_mode, fmt=fmt
+            )
             results["ours"].append(run_ours(settings, spark, rows))
             if "lines" in results:
                 line_path = f"s3events.ingest.target.{TARGET}.{fmt}.fast.path=false"
                 settings = ingest_settings(
-                    endpoint.url, metadata, str(work / f"lines-{r}"), args.files, line_path, fmt=fmt
+                    endpoint.url, metadata, str(work / f"lines-{r}"), args.files, line_path, *in_mode, fmt=fmt
                 )
                 results["lines"].append(run_ours(settings, spark, rows))
-            results["A"].append(run_baseline_a(s3, objects, str(work / f"a-{r}"), rows, fmt))
-            results["B"].append(run_baseline_b(spark, local_dir, str(work / f"b-{r}"), rows, fmt))
+            results["A"].append(run_baseline_a(s3, objects, str(work / f"a-{r}"), rows, fmt, mode))
+            if "B" in results:
+                results["B"].append(run_baseline_b(spark, local_dir, str(work / f"b-{r}"), rows, fmt))
             print(f"round {r}:", flush=True)
             for k, label in labels.items():
                 m = results[k][-1]

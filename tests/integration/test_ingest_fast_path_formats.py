@@ -140,6 +140,33 @@ PARQUET_BATCHES: list[dict[str, bytes]] = [
 ]
 
 
+def jsonl(*rows: str) -> bytes:
+    return "".join(row + "\n" for row in rows).encode()
+
+
+MERGE_BATCHES: list[dict[str, bytes]] = [
+    {  # creates the table; a key in several files and lines of one batch: one row per key survives
+        "json/a.json": jsonl(
+            '{"id": 1, "seq": 1, "v": "a1"}', '{"id": 2, "seq": 5, "v": "a2"}', '{"id": 3, "v": "a3"}'
+        ),
+        "json/b.json": jsonl(
+            '{"id": 1, "seq": 2, "v": "b1"}', '{"id": 2, "seq": 4, "v": "b2"}', '{"id": 3, "v": "b3"}'
+        ),
+        "json/c bad line.json": jsonl(
+            '{"id": 1, "seq": 3, "v": "c1"}', "not json", '{"id": 4, "seq": 1, "v": "c4"}'
+        ),
+        "json/d.json": jsonl('{"id": 5, "seq": 1, "v": "d5"}', '{"id": 5, "seq": 1, "v": "d5 later line"}'),
+    },
+    {  # the table exists: older and newer ordering values than it holds, and a declined file with keys of a
+        # clean file (the two paths' rows reduce to one per key before the MERGE)
+        "json/e.json": jsonl(
+            '{"id": 1, "seq": 0, "v": "e1 older"}', '{"id": 2, "seq": 9, "v": "e2"}', '{"id": 6, "v": "e6"}'
+        ),
+        "json/f bad line.json": jsonl('{"id": 6, "seq": 1, "v": "f6"}', '{"id": 7,', '{"id": 2, "seq": 8}'),
+    },
+]
+
+
 def comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = [{k: v for k, v in r.items() if k != "_ingested_at"} for r in rows]
     return sorted(out, key=lambda r: (r["_source_file"], r["_source_line"] or 0))
@@ -164,7 +191,15 @@ WHERE = pytest.mark.parametrize("where", ["driver", "spark-job"])
 
 
 def run_both(
-    make_stack, s3, spark, tmp_path, caplog, fmt: str, batches: list[dict[str, bytes]], where: str = "driver"
+    make_stack,
+    s3,
+    spark,
+    tmp_path,
+    caplog,
+    fmt: str,
+    batches: list[dict[str, bytes]],
+    where: str = "driver",
+    **extra: object,
 ) -> list[int]:
     """Each batch through a fast target and a line-path target; the fast target's fast-path file counts."""
     caplog.set_level(logging.DEBUG, logger="s3events.ingest.files.fast_path")
@@ -179,6 +214,7 @@ def run_both(
             partition__by="dt",
             **{f"{fmt}__fast__path": str(name == "fast").lower()},
             **driver_read,
+            **extra,
         )
         for name in ("fast", "lines")
     }
@@ -274,3 +310,25 @@ def test_parquet_fast_path_lands_the_same_rows_errors_and_schema_as_the_spark_pa
     assert {"truncated.parquet", "not parquet.parquet", "lineage.parquet", "zipped.parquet.gz"} <= failed
     corrupt_reasons = [error for file, _line, _raw, error in recorded if file == "corrupt group.parquet"]
     assert len(corrupt_reasons) == 1 and corrupt_reasons[0], corrupt_reasons
+
+
+@WHERE
+def test_merge_mode_fast_path_keeps_the_same_latest_row_per_key_as_the_line_path(
+    where, make_stack, s3, spark, tmp_path, caplog
+):
+    merge = {"mode": "merge", "record__key": "id", "ordering__field": "seq"}
+    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "json", MERGE_BATCHES, where, **merge)
+
+    assert fast_files == [3, 1]  # the files with a bad line took the line path
+    landed = read_table(str(tmp_path / "fast"))
+    rows = {r["id"]: (r["v"], r["_source_file"].rsplit("/", 1)[1]) for r in landed}
+    assert rows == {
+        1: ("c1", "c bad line.json"),  # the largest seq, from the line path's file
+        2: ("e2", "e.json"),
+        3: ("b3", "b.json"),  # no seq: the later file
+        4: ("c4", "c bad line.json"),
+        5: ("d5 later line", "d.json"),
+        6: ("f6", "f bad line.json"),  # a seq beats none
+    }
+    recorded = [(e[0], e[1]) for e in errors(str(tmp_path / "fast"))]
+    assert recorded == [("c bad line.json", 2), ("f bad line.json", 2)]

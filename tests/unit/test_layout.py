@@ -17,6 +17,7 @@ PURE = [
     "s3events.ingest.target",
     "s3events.ingest.ports",
     "s3events.ingest.cycle",
+    "s3events.ingest.files.latest_rows",
     "s3events.status.model",
     "s3events.maintenance.model",
     "s3events.capture.ports",

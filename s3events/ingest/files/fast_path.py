@@ -45,7 +45,7 @@ from s3events.infra.parquet_files import (
     to_row,
     write_partitioned,
 )
-from s3events.ingest.files import fast_csv, fast_json
+from s3events.ingest.files import fast_csv, fast_json, latest_rows
 from s3events.ingest.files.fast_csv import CsvParser
 from s3events.ingest.files.fast_json import JsonParser
 from s3events.ingest.files.fast_parquet import ParquetParser
@@ -70,6 +70,7 @@ _OUT_SCHEMA = pa.schema(
         pa.field("event_id", pa.string()),  # a file for the line path ...
         pa.field("reason", pa.string()),  # ... and why
         pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
+        pa.field("rows", pa.binary()),  # merge mode: the task's latest row per key (Arrow IPC stream)
     ]
 )
 _FIXED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
@@ -81,9 +82,12 @@ class FastResult:
     schema: pa.Schema | None = None  # the table schema the written files belong to
     rest: tuple[FileRef, ...] = ()  # files for the line path
     reasons: dict[str, str] = field(default_factory=dict)  # uri -> why it takes the line path
+    merge_rows: pa.Table | None = None  # merge mode: the fast files' latest row per record key
 
     @property
     def rows(self) -> int:
+        if self.merge_rows is not None:
+            return int(self.merge_rows.num_rows)
         return sum(f.num_records for f in self.files)
 
 
@@ -92,7 +96,7 @@ def fast_parser(
 ) -> FileParser | None:
     """The parser of the target's format with the data columns whose types are fixed (the declared
     schema, or the table's), or None when the batch cannot take the fast path."""
-    if target.mode != "append" or not target.fast_path:
+    if not target.fast_path:
         return None
     if declared is not None:
         known = declared
@@ -125,6 +129,7 @@ def run_fast(
 ) -> FastResult:
     total = sum(f.size or 0 for f in files)
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
+    merge = target.mode == "merge"
     task = partial(
         _fast_task,
         aws=aws,
@@ -132,6 +137,9 @@ def run_fast(
         table_uri=target.path,
         partition_by=target.partition_by,
         ingested_at=ingested_at,
+        latest=partial(latest_rows.latest, record_key=target.record_key, ordering_field=target.ordering_field)
+        if merge
+        else None,
     )
     rows: list[dict[str, Any]]
     if driver_bytes(files) <= target.driver_read_max_bytes:
@@ -152,6 +160,9 @@ def run_fast(
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
     adds_columns = schema is not None and (existing is None or set(schema.names) - set(existing.names))
+    merged: pa.Table | str | None = None
+    if merge and schema is not None:
+        merged = _merge_rows([r["rows"] for r in rows if r["rows"] is not None], schema, target)
     whole_batch = (
         "types differ between files"
         if schema is None  # the tasks disagree on a type: let the line path infer over all files
@@ -159,13 +170,38 @@ def run_fast(
         if len(headers) > 1
         else "the batch's new columns are typed from every file"
         if declined and adds_columns and parser.schema_from_every_file
+        else merged
+        if isinstance(merged, str)
         else None
     )
     if whole_batch is not None:
         remove_data_files(target.path, written, aws)
         return FastResult(rest=files, reasons=dict.fromkeys((f.uri for f in files), whole_batch))
     rest = tuple(f for f in files if f.event_id in declined)
-    return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest})
+    return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest}, merged)
+
+
+def _merge_rows(streams: list[bytes], schema: pa.Schema, target: TargetSpec) -> pa.Table | str:
+    """The tasks' latest rows reduced to the batch's, in the table schema; or why they cannot be."""
+    tables = [pa.ipc.open_stream(pa.py_buffer(stream)).read_all() for stream in streams]
+    try:
+        rows = pa.concat_tables(tables, promote_options="permissive") if tables else schema.empty_table()
+        rows = conform(rows, schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return f"types differ between files: {exc}"
+    why = latest_rows.reducible(rows.schema, target.record_key, target.ordering_field)
+    if why is not None:
+        return why
+    return latest_rows.latest(rows, target.record_key, target.ordering_field)
+
+
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`rows` with exactly the columns of `schema`, in its order and types (null where a row has none)."""
+    columns = [
+        rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def driver_bytes(files: tuple[FileRef, ...]) -> int:
@@ -235,15 +271,19 @@ def _fast_task(
     table_uri: str,
     partition_by: tuple[str, ...],
     ingested_at: datetime,
+    latest: Callable[[pa.Table], pa.Table] | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
-    file and per CSV header line seen."""
+    file and per CSV header line seen. Merge mode (`latest`): nothing is written; the task's latest row
+    per record key goes back instead."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
     hints: dict[str, pa.DataType] = {}
     headers: set[str] = set()
-    flush = partial(_flush, table_uri=table_uri, aws=aws, partition_by=partition_by, parser=parser)
+    flush = partial(
+        _flush, table_uri=table_uri, aws=aws, partition_by=partition_by, parser=parser, latest=latest
+    )
     finish = partial(_finish, partition_by=partition_by, ingested_at=ingested_at)
     remove = partial(remove_data_files, table_uri, options=aws)
     with ThreadPoolExecutor(max_workers=_FETCH_AHEAD, thread_name_prefix="s3events-fetch") as pool:
@@ -354,6 +394,7 @@ def _flush(
     aws: AwsOptions,
     partition_by: tuple[str, ...],
     parser: FileParser,
+    latest: Callable[[pa.Table], pa.Table] | None,
 ) -> list[dict[str, object]]:
     if not pending:
         return []
@@ -367,12 +408,21 @@ def _flush(
     if odd:  # e.g. structs merged in an order Spark would not give
         return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()
+    if latest is not None:
+        return [{"rows": _ipc(latest(table)), "schema": schema_bytes}]
     # An all-null column has no type yet: the table decides it; the file simply lacks the column.
     stored = table.select([f.name for f in table.schema if not pa.types.is_null(f.type)])
     files = write_partitioned(
         stored, table_uri=table_uri, schema=stored.schema, options=aws, partition_by=partition_by
     )
     return [{**to_row(f), "schema": schema_bytes} for f in files]
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _declined(pending: list[tuple[FileRef, pa.Table]], reason: str) -> list[dict[str, object]]:

@@ -30,7 +30,8 @@ from s3events.infra.parquet_files import (
     write_partitioned,
     written_files_batch,
 )
-from s3events.ingest.files.fast_path import describe, fast_parser, run_fast
+from s3events.ingest.files import latest_rows
+from s3events.ingest.files.fast_path import conform, describe, fast_parser, run_fast
 from s3events.ingest.files.frames import file_refs, files_frame
 from s3events.ingest.files.objects import (
     INGESTED_AT,
@@ -91,12 +92,22 @@ def run_batch(
     if not fast.rest:
         assert fast.schema is not None
         return ReadOutput(
-            fast.schema, ERROR_SCHEMA.empty_table(), fast.rows, fast.files, fast_path_files=len(batch.files)
+            fast.schema,
+            ERROR_SCHEMA.empty_table(),
+            fast.rows,
+            fast.files,
+            merge_rows=fast.merge_rows,
+            fast_path_files=len(batch.files),
         )
     log.info("target %s: %s", target.name, describe(fast))
-    out = _run_on_spark(spark, fast.rest, target, fast.schema if fast.files else existing, aws, ingested_at)
+    took_fast = bool(fast.files) or (fast.merge_rows is not None and fast.merge_rows.num_rows > 0)
+    out = _run_on_spark(spark, fast.rest, target, fast.schema if took_fast else existing, aws, ingested_at)
     out.files = [*fast.files, *out.files]
     out.rows += fast.rows
+    if fast.merge_rows is not None and out.merge_rows is not None:  # both paths' rows: one latest per key
+        both = pa.concat_tables([conform(fast.merge_rows, out.schema), out.merge_rows])
+        out.merge_rows = latest_rows.latest(both, target.record_key, target.ordering_field)
+        out.rows = out.merge_rows.num_rows
     out.fast_path_files = len(batch.files) - len(fast.rest)
     return out
 

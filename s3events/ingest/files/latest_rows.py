@@ -1,0 +1,64 @@
+"""Merge mode's rule for the record a batch keeps per record key, on Arrow tables: the row with the
+largest ordering field (nulls lose), then the latest event, then the last file and line. It is the order
+the Spark path's window (`read._latest_per_key`) uses, and a total order, so the latest rows of parts of
+a batch reduce to the batch's own: tasks reduce their files, the driver reduces the tasks' rows.
+
+Pure pyarrow: no Spark, no storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_LINEAGE_ORDER = ("_event_time", "_source_file", "_source_line")
+_INDEX = "__s3events_row"
+
+
+def reducible(schema: pa.Schema, record_key: Sequence[str], ordering_field: str | None) -> str | None:
+    """None when `latest` gives exactly the Spark path's rows for tables of `schema`; else why not."""
+    missing = [name for name in record_key if name not in schema.names]
+    if missing:
+        return f"the record key {', '.join(missing)} is in no row"
+    for name in record_key:
+        kind = schema.field(name).type
+        if not _groups_as_spark_does(kind):
+            return f"the record key {name} is of type {kind}"
+    if ordering_field is not None and ordering_field in schema.names:
+        kind = schema.field(ordering_field).type
+        # Spark orders NaN above every number, Arrow's sort with the nulls; nested values have no order.
+        if pa.types.is_floating(kind) or pa.types.is_nested(kind):
+            return f"the ordering field {ordering_field} is of type {kind}"
+    return None
+
+
+def _groups_as_spark_does(kind: pa.DataType) -> bool:
+    # Not floating point: Spark makes one key of NaNs and of 0.0 and -0.0; Arrow's hashing may not.
+    return any(
+        check(kind)
+        for check in (
+            pa.types.is_integer,
+            pa.types.is_string,
+            pa.types.is_large_string,
+            pa.types.is_boolean,
+            pa.types.is_temporal,
+            pa.types.is_decimal,
+            pa.types.is_null,
+        )
+    )
+
+
+def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | None) -> pa.Table:
+    """One row per distinct record key (null is a key of its own): the first in the merge order."""
+    if table.num_rows == 0:
+        return table
+    order = [(name, "descending") for name in _LINEAGE_ORDER]
+    if ordering_field is not None and ordering_field in table.column_names:  # absent: null, orders nothing
+        order.insert(0, (ordering_field, "descending"))
+    ranked = table.take(pc.sort_indices(table, sort_keys=order))  # nulls last: the default placement
+    ranked = ranked.append_column(_INDEX, pa.array(range(ranked.num_rows), pa.int64()))
+    firsts = ranked.group_by(list(record_key), use_threads=False).aggregate([(_INDEX, "min")])
+    keep = pc.sort_indices(firsts[f"{_INDEX}_min"])
+    return ranked.take(pc.take(firsts[f"{_INDEX}_min"], keep)).drop_columns([_INDEX])

@@ -1,0 +1,75 @@
+"""Merge mode's latest row per record key, on Arrow tables (the fast path's reduction)."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from s3events.ingest.files.latest_rows import latest, reducible
+
+T0 = datetime(2026, 11, 25, tzinfo=UTC)
+
+
+def rows(*items: tuple[object, object, int, str, int]) -> pa.Table:
+    """(key, ordering value, event second, file, line) rows."""
+    return pa.table(
+        {
+            "id": [i[0] for i in items],
+            "seq": [i[1] for i in items],
+            "_event_time": [T0.replace(second=i[2]) for i in items],
+            "_source_file": [i[3] for i in items],
+            "_source_line": [i[4] for i in items],
+        }
+    )
+
+
+def kept(table: pa.Table) -> list[tuple[object, str, int]]:
+    return sorted(
+        ((r["id"], r["_source_file"], r["_source_line"]) for r in table.to_pylist()),
+        key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0),
+    )
+
+
+def test_the_largest_ordering_value_wins_and_a_null_one_loses_to_any_value():
+    table = rows((1, 5, 9, "s3://b/a", 1), (1, 7, 1, "s3://b/a", 2), (1, None, 30, "s3://b/z", 9))
+    assert kept(latest(table, ["id"], "seq")) == [(1, "s3://b/a", 2)]
+
+
+def test_without_an_ordering_field_the_latest_event_then_the_last_file_and_line_win():
+    table = rows(
+        (1, None, 5, "s3://b/a", 1),
+        (1, None, 6, "s3://b/a", 2),  # the latest event
+        (2, None, 5, "s3://b/a", 3),
+        (2, None, 5, "s3://b/b", 1),  # same event time, a later file
+        (3, None, 5, "s3://b/c", 1),
+        (3, None, 5, "s3://b/c", 4),  # same file, a later line
+        (None, None, 5, "s3://b/c", 7),  # a null key is a key of its own
+    )
+    assert kept(latest(table, ["id"], None)) == [
+        (1, "s3://b/a", 2),
+        (2, "s3://b/b", 1),
+        (3, "s3://b/c", 4),
+        (None, "s3://b/c", 7),
+    ]
+
+
+def test_reducing_parts_then_the_whole_keeps_what_reducing_the_whole_keeps():
+    rng = random.Random(3)
+    items = [
+        (rng.randrange(20), rng.choice([None, *range(5)]), rng.randrange(4), f"s3://b/{rng.randrange(3)}", n)
+        for n in range(400)
+    ]
+    table = rows(*items)
+    parts = [latest(table.slice(i, 100), ["id"], "seq") for i in range(0, 400, 100)]
+    assert kept(latest(pa.concat_tables(parts), ["id"], "seq")) == kept(latest(table, ["id"], "seq"))
+
+
+def test_keys_and_ordering_fields_arrow_cannot_order_or_group_as_spark_does_are_refused():
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("s", pa.struct([("x", pa.int8())]))])
+    assert reducible(schema, ["id"], None) is None
+    assert reducible(schema, ["id"], "f") == "the ordering field f is of type double"
+    assert reducible(schema, ["f"], None) == "the record key f is of type double"
+    assert reducible(schema, ["s"], None) is not None
+    assert reducible(schema, ["nope"], None) == "the record key nope is in no row"
