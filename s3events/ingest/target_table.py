@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, Transaction, write_deltalake
 
 from s3events.errors import CheckpointError, CommitConflict
@@ -105,18 +106,14 @@ class TargetTable:
             partition_by=list(partition_by),
         )
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
-        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in record_key)
+        matching = [f"t.`{k}` = s.`{k}`" for k in record_key]
+        predicate = " AND ".join([*matching, *_key_ranges(rows, record_key)])
         merger = table.merge(
             rows,
             predicate=predicate,
             source_alias="s",
             target_alias="t",
             merge_schema=True,
-            # The rows are in memory already: not streaming them lets delta-rs skip the target's files
-            # outside the batch's key range. A scanned file it sees no change in is held in memory until
-            # the MERGE's input ends (its merge barrier): streamed, a batch of new or recent keys held the
-            # whole target in the driver (benchmarks/merge_scale.py).
-            streamed_exec=False,
             commit_properties=properties,
             post_commithook_properties=delta.AFTER_COMMIT,
         )
@@ -222,6 +219,28 @@ def _checkpoint_properties(app_id: str, end: Checkpoint, custom_metadata: dict[s
     """Commit properties carrying the checkpoint `end` as the app transactions of `app_id`."""
     transactions = [Transaction(app, version) for app, version in to_transactions(app_id, end).items()]
     return CommitProperties(app_transactions=transactions, custom_metadata=custom_metadata)
+
+
+def _key_ranges(rows: pa.Table, record_key: tuple[str, ...]) -> list[str]:
+    """The batch's range of each integer or string key column, as conditions on the target alone: delta-rs
+    then skips the target's files outside it. Without them it scans every file, and its merge barrier
+    holds the rows of each scanned file it has seen no change in until its input ends, so a batch of new
+    or recent keys held the whole target in the driver's memory (benchmarks/merge_scale.py). A target
+    row outside the range equals no batch key, so the rows matched are the same. (delta-rs prunes by
+    the same range itself with streamed_exec=False, but then it may build its join's hash table on the
+    target's side: a target part smaller on disk than the batch in memory, many times its size in RAM.)"""
+    conditions = []
+    for name in record_key:
+        column = rows.column(name)
+        if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)):
+            continue  # no literal we write for it (floats: NaN; times: zones); the whole target is scanned
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is None:  # every key null: they match nothing
+            continue
+        low, high = (_sql_string(v) if isinstance(v, str) else str(int(v)) for v in (low, high))
+        conditions.append(f"t.`{name}` >= {low} AND t.`{name}` <= {high}")
+    return conditions
 
 
 def _described(checkpoint: Checkpoint | None) -> str:
