@@ -1,19 +1,23 @@
 """Hostile input at volume. Malformed messages mixed into good ones: each becomes one quarantine row
-with its reason and the good events land. Corrupt and hostile files for ingest (a truncated gzip, a zstd
-bomb, invalid UTF-8, deeply nested JSON, NUL bytes, a very long line, a CSV with very many columns):
+with its reason and the good events land. Corrupt and hostile files for ingest (truncated gzip, zstd
+bombs, invalid UTF-8, deeply nested JSON, NUL bytes, very long lines, a CSV with very many columns):
 each becomes error rows with its reason, or lands when it is valid, and the good files land beside them.
 
-CI runs a small size; `S3EVENTS_LONG_RUN=1` runs the issue's sizes (thousands of messages, a 4 GiB bomb,
-a 200 MiB line, 20,000 columns)."""
+CI runs a small size (one file of each kind). `S3EVENTS_LONG_RUN=1` runs the issue's sizes: 10,000 good
+and 1,000 malformed messages, fed and captured in waves (moto's SQS slows with the queue's depth), and 100
+hostile files: many variants of each kind, a 4 GiB zstd bomb, a 2 GiB single line and a CSV of 100,000
+columns, both generated as they are uploaded (neither is held in memory nor written to disk)."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +32,19 @@ from tests.conftest import read_table
 from tests.integration.test_ingest import capture, jsonl, settings_for, target_conf
 
 LONG = os.environ.get("S3EVENTS_LONG_RUN") == "1"
-# The full size takes longer than the suite's 300 s per test: 5,000 PUTs through moto's notifications alone
-# outlast it on a shared 2-vCPU machine.
-pytestmark = [pytest.mark.integration, *([pytest.mark.timeout(3600)] if LONG else [])]
-GOOD_MESSAGES, BAD_PER_KIND = (5000, 200) if LONG else (150, 6)
-# Captured in rounds at full size: moto's SQS calls take time in proportion to the queue's depth (3 s for
-# one GetQueueAttributes at 6,000 messages), so one capture of the whole queue would take hours.
-ROUNDS = 10 if LONG else 1
+# The full size takes longer than the suite's 300 s per test: 10,000 PUTs through moto's notifications
+# alone outlast it on a shared 2-vCPU machine.
+pytestmark = [pytest.mark.integration, *([pytest.mark.timeout(5400)] if LONG else [])]
+GOOD_MESSAGES, BAD_MESSAGES = (10_000, 1_000) if LONG else (150, 48)
+# Fed and captured in waves at full size: moto's SQS calls take time in proportion to the queue's depth
+# (3 s for one receive at 6,000 messages), so one capture of the whole queue would take hours. Each wave
+# puts its share of good and malformed messages in the queue, interleaved, and one capture drains it.
+WAVES = 20 if LONG else 1
 BOMB_BYTES = (4 << 30) if LONG else (320 << 20)  # zeros, no newline: one line longer than any limit
-LONG_LINE_BYTES = (200 << 20) if LONG else (8 << 20)
-CSV_COLUMNS = 20_000 if LONG else 2_000
+LONG_LINE_BYTES = (2 << 30) if LONG else (8 << 20)
+CSV_COLUMNS = 100_000 if LONG else 2_000
 NESTING = 100_000
+VARIANTS = 20 if LONG else 1  # files of each small kind (truncated gzip, UTF-8, nesting, NUL; bombs 2 fewer)
 
 
 # ------------------------------------------------------------------------------------ poison messages
@@ -60,55 +66,156 @@ def _bad_messages() -> list[str]:
 
 def test_malformed_messages_mixed_into_good_ones_become_one_quarantine_row_each(make_stack, s3, sqs):
     stack = make_stack()
-    bad = _bad_messages()
+    kinds = _bad_messages()
+    bad = [kinds[n % len(kinds)] for n in range(BAD_MESSAGES)]  # as many of each kind
     good_keys = [f"good/{n}.json" for n in range(GOOD_MESSAGES)]
     sent: dict[str, str] = {}  # message id -> body
     conf = stack.conf(source__message__max__bytes=2048, source__queue__long__poll__wait=0)
     settings = load_settings(None, conf)
     started = time.monotonic()
+    deepest = 0
 
-    for round_ in range(ROUNDS):  # each round: good and malformed messages interleaved, then one capture
-        def send_bad() -> None:
-            for _ in range(BAD_PER_KIND // ROUNDS):
-                for body in bad:
-                    sent[sqs.send_message(QueueUrl=stack.queue_url, MessageBody=body)["MessageId"]] = body
+    for wave in range(WAVES):  # each wave: good and malformed messages interleaved, then one capture
+        def send_bad(bodies: list[str]) -> None:
+            for body in bodies:
+                sent[sqs.send_message(QueueUrl=stack.queue_url, MessageBody=body)["MessageId"]] = body
 
-        sender = threading.Thread(target=send_bad)
+        sender = threading.Thread(target=send_bad, args=(bad[wave::WAVES],))
         sender.start()
         try:
-            for key in good_keys[round_::ROUNDS]:  # the notifications interleave with the poison in the queue
+            for key in good_keys[wave::WAVES]:  # the notifications interleave with the poison in the queue
                 s3.put_object(Bucket=stack.bucket, Key=key, Body=b'{"a": 1}\n')
         finally:
             sender.join()
+        depth = sqs.get_queue_attributes(QueueUrl=stack.queue_url, AttributeNames=["All"])["Attributes"]
+        deepest = max(deepest, int(depth["ApproximateNumberOfMessages"]))
 
         run_capture(settings, once=True)
 
     assert Counter(r["key"] for r in read_table(stack.metadata_path)) == Counter(good_keys)
     quarantined = read_table(stack.metadata_path + "_quarantine")
     by_id = Counter(q["message_id"] for q in quarantined)
+    assert len(sent) == BAD_MESSAGES
     assert by_id == Counter(sent.keys()), "each malformed message exactly one quarantine row"
     for row in quarantined:
         assert row["reason"], row
     reasons = Counter(row["reason"].split(":")[0][:60] for row in quarantined)
     print(f"\n{len(good_keys) + len(sent)} messages ({len(good_keys)} good, {len(sent)} malformed) in "
-          f"{ROUNDS} round(s), {time.monotonic() - started:.0f}s: {len(good_keys)} events landed, "
-          f"{len(quarantined)} quarantine rows: {dict(reasons)}")
+          f"{WAVES} wave(s) (queue depth at most {deepest}), {time.monotonic() - started:.0f}s: "
+          f"{len(good_keys)} events landed, {len(quarantined)} quarantine rows: {dict(reasons)}; "
+          f"load average {_load()}")
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 # ------------------------------------------------------------------------------------- hostile files
 
 
-def _put_stream(s3: Any, bucket: str, key: str, path: Path) -> None:
-    with path.open("rb") as body:
-        s3.put_object(Bucket=bucket, Key=key, Body=body)
+class _Generated(io.RawIOBase):
+    """A seekable body of `head`, `count` times the byte `fill`, then `tail`, made as it is read: a line of
+    gigabytes PUT to the endpoint without being held in memory or written to disk."""
+
+    def __init__(self, head: bytes, fill: bytes, count: int, tail: bytes) -> None:
+        self._head, self._fill, self._count, self._tail = head, fill, count, tail
+        self.size = len(head) + count + len(tail)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = min(self.size, max(0, base + offset))
+        return self._pos
+
+    def read(self, size: int = -1, /) -> bytes:
+        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
+        assert end - self._pos <= 256 << 20, "read in pieces, never whole"
+        parts, pos, fill_end = [], self._pos, len(self._head) + self._count
+        if pos < len(self._head):
+            parts.append(self._head[pos:end])
+        if end > len(self._head) and pos < fill_end:
+            parts.append(self._fill * (min(end, fill_end) - max(pos, len(self._head))))
+        if end > fill_end:
+            parts.append(self._tail[max(0, pos - fill_end) : end - fill_end])
+        self._pos = end
+        return b"".join(parts)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 def _zstd_bomb(path: Path, size: int) -> None:
     """`size` zero bytes, zstd-compressed (a few dozen KiB), written without holding them in memory."""
-    chunk = bytes(16 << 20)
+    chunk = bytes(min(size, 16 << 20))
     with pa.output_stream(str(path), compression="zstd") as out:
         for _ in range(size // len(chunk)):
             out.write(chunk)
+
+
+@dataclass(frozen=True)
+class _Expect:
+    """What one hostile file must give: its landed rows, its error rows (between the bounds), and a word
+    the first error row's reason must hold."""
+
+    landed: int
+    errors: tuple[int, int] = (1, 1)
+    reason: str = ""
+
+
+_BAD_UTF8 = [b"\xff\xfe", b"\xc3\x28", b"\xa0\xa1", b"\xe2\x28\xa1", b"\xe2\x82\x28", b"\xf0\x28\x8c\xbc",
+             b"\xc0\xaf", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"]
+
+
+def _hostile_json_files(tmp_path: Path, good: list[dict[str, Any]]) -> dict[str, tuple[Any, _Expect]]:
+    """key -> (body: bytes or a file-like object, expectation). Variant 0 of each kind is CI's file."""
+    files: dict[str, tuple[Any, _Expect]] = {}
+
+    def name(stem: str, n: int, suffix: str) -> str:
+        return f"j/{stem}{'' if n == 0 else f'-{n}'}{suffix}"
+
+    truncated = gzip.compress(jsonl([{"id": n, "v": "x" * 50} for n in range(2000)]))
+    for n in range(VARIANTS):  # cut at 1/2, then at 5 % .. 95 % of the compressed stream
+        cut = len(truncated) // 2 if n == 0 else len(truncated) * (5 * n) // 100
+        files[name("truncated", n, ".json.gz")] = (truncated[:cut], _Expect(0))
+    for n in range(max(1, VARIANTS - 2)):  # the big one, then 192 MiB .. 1.2 GiB (past the fast path's limit)
+        bomb = tmp_path / f"bomb-{n}.zst"
+        _zstd_bomb(bomb, BOMB_BYTES if n == 0 else (64 << 20) * n + (128 << 20))
+        files[name("bomb", n, ".json.zst")] = (bomb, _Expect(0))
+    for n in range(VARIANTS):  # invalid bytes in a value, or a whole line of them
+        bad = _BAD_UTF8[n % len(_BAD_UTF8)]
+        line = b'{"id": 100, "v": "' + bad + b'"}\n' if n < len(_BAD_UTF8) else bad * 3 + b"\n"
+        files[name("not-utf8", n, ".json")] = (jsonl(good[:3]) + line + jsonl(good[3:5]), _Expect(5))
+    for n in range(VARIANTS):  # objects, arrays, and both, 10,000 to 100,000 deep
+        depth = NESTING if n == 0 else 10_000 * (1 + n % 10)
+        opening, closing = [('{"a": ', "}"), ("[", "]"), ('[{"a": ', "}]")][n % 3]
+        value = opening * depth + "1" + closing * depth
+        files[name("nested", n, ".json")] = (
+            jsonl(good[:2]) + ('{"id": 101, "v": ' + value + "}\n").encode() + jsonl(good[2:4]), _Expect(4)
+        )
+    nul_lines = [b'{"id": 102, "v": "a\x00b"}\n\x00\x00\x00\n', b"\x00" * 1000 + b"\n",
+                 b'{"id": 102\x00, "v": "b"}\n', b'{"\x00": 1, "id": 102\n', b'\x00{"id": 102, "v": "c"}\n']
+    for n in range(VARIANTS):
+        lines = nul_lines[n % len(nul_lines)]
+        files[name("nul", n, ".json")] = (
+            jsonl(good[:2]) + lines + jsonl(good[2:4]), _Expect(4, (1, lines.count(b"\n")))
+        )
+    line = _Generated(b'{"id": 103, "v": "', b"y", LONG_LINE_BYTES, b'"}\n' + jsonl(good[:2]))
+    if LONG_LINE_BYTES < DEFAULT_MAX_LINE_BYTES:  # a long but valid line is data
+        files["j/long-line.json"] = (line, _Expect(3, (0, 0)))
+    else:  # longer than the line path takes (and over the fast path's size): one error row says so
+        files["j/long-line.json"] = (line, _Expect(0, reason="longer than"))
+    return files
 
 
 def _peak_rss_of_descendants(stop: threading.Event, peaks: dict[str, int]) -> None:
@@ -147,24 +254,17 @@ def test_corrupt_and_hostile_files_become_error_rows_with_reasons_and_the_rest_l
     good = [{"id": n, "v": f"value {n}"} for n in range(50)]
     s3.put_object(Bucket=stack.bucket, Key="j/good.json", Body=jsonl(good))
     s3.put_object(Bucket=stack.bucket, Key="j/good.json.gz", Body=gzip.compress(jsonl(good)))
-    truncated = gzip.compress(jsonl([{"id": n, "v": "x" * 50} for n in range(2000)]))
-    s3.put_object(Bucket=stack.bucket, Key="j/truncated.json.gz", Body=truncated[: len(truncated) // 2])
-    bomb = tmp_path / "bomb.zst"
-    _zstd_bomb(bomb, BOMB_BYTES)
-    _put_stream(s3, stack.bucket, "j/bomb.json.zst", bomb)
-    s3.put_object(Bucket=stack.bucket, Key="j/not-utf8.json",
-                  Body=jsonl(good[:3]) + b'{"id": 100, "v": "\xff\xfe"}\n' + jsonl(good[3:5]))
-    s3.put_object(Bucket=stack.bucket, Key="j/nested.json",
-                  Body=jsonl(good[:2]) + ('{"id": 101, "v": ' + '{"a": ' * NESTING + "1" + "}" * NESTING
-                                          + "}\n").encode() + jsonl(good[2:4]))
-    s3.put_object(Bucket=stack.bucket, Key="j/nul.json",
-                  Body=jsonl(good[:2]) + b'{"id": 102, "v": "a\x00b"}\n\x00\x00\x00\n' + jsonl(good[2:4]))
-    long_line = tmp_path / "long.json"
-    long_line.write_bytes(b'{"id": 103, "v": "' + b"y" * LONG_LINE_BYTES + b'"}\n' + jsonl(good[:2]))
-    _put_stream(s3, stack.bucket, "j/long-line.json", long_line)
+    hostile = _hostile_json_files(tmp_path, good)
+    for key, (body, _) in hostile.items():
+        if isinstance(body, Path):
+            with body.open("rb") as stream:
+                s3.put_object(Bucket=stack.bucket, Key=key, Body=stream)
+        else:
+            s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
     header = ",".join(f"c{i}" for i in range(CSV_COLUMNS))
     wide = "\n".join([header, *(",".join(str(r * i) for i in range(CSV_COLUMNS)) for r in range(3))]) + "\n"
     s3.put_object(Bucket=stack.bucket, Key="c/wide.csv", Body=wide.encode())
+    del wide
     capture(stack)
     json_target, csv_target = str(tmp_path / "j"), str(tmp_path / "c")
     settings = settings_for(stack, {
@@ -191,29 +291,32 @@ def test_corrupt_and_hostile_files_become_error_rows_with_reasons_and_the_rest_l
     for e in errors:
         by_file.setdefault(e["_source_file"].rsplit("/", 1)[-1], []).append(str(e["error"])[:120])
     landed = Counter(name for name, _ in rows)
-    # The good files land whole; the good lines of a file with a bad line land beside its error row.
+    # The good files land whole; the good lines of a file with a bad line land beside its error row(s);
+    # a broken or oversized compressed stream contributes no rows, one error row says why.
     assert landed["good.json"] == landed["good.json.gz"] == len(good)
-    assert landed["not-utf8.json"] == 5 and len(by_file["not-utf8.json"]) == 1, by_file
-    assert landed["nested.json"] == 4 and len(by_file["nested.json"]) == 1, by_file
-    assert landed["nul.json"] == 4 and 1 <= len(by_file["nul.json"]) <= 2, by_file
-    # A broken or oversized compressed stream: the file contributes no rows, one error row says why.
-    assert landed["truncated.json.gz"] == 0 and len(by_file["truncated.json.gz"]) == 1, by_file
-    assert landed["bomb.json.zst"] == 0 and len(by_file["bomb.json.zst"]) == 1, by_file
-    if LONG_LINE_BYTES < DEFAULT_MAX_LINE_BYTES:  # a long but valid line is data
-        assert landed["long-line.json"] == 3, (landed, by_file.get("long-line.json"))
-    else:  # longer than the line path takes (and over the fast path's size): one error row says so
-        assert landed["long-line.json"] == 0 and len(by_file["long-line.json"]) == 1, by_file
-        assert "longer than" in by_file["long-line.json"][0], by_file
-    assert all(reason for reasons in by_file.values() for reason in reasons)
+    wrong = {}
+    for key, (_, expect) in hostile.items():
+        file = key.rsplit("/", 1)[-1]
+        reasons = by_file.get(file, [])
+        low, high = expect.errors
+        if landed[file] != expect.landed or not low <= len(reasons) <= high or \
+                not all(reasons) or (reasons and expect.reason not in reasons[0]):
+            wrong[file] = (landed[file], reasons, expect)
+    assert not wrong, wrong
+    assert set(by_file) <= {key.rsplit("/", 1)[-1] for key in hostile}, by_file
     # Alone in its target (a CSV file of other columns in the same batch turns its rows into error rows:
     # the inferred CSV schema is the first file's), every row lands with every column.
     wide_rows = read_table(csv_target)
     assert len(wide_rows) == 3 and len(wide_rows[0]) >= CSV_COLUMNS, len(wide_rows)
     mib = {kind: round(peak / (1 << 20)) for kind, peak in peaks.items()}
-    print(f"\ningest of hostile files in {elapsed:.0f}s; error rows by file {by_file}; peak RSS (MiB) of "
-          f"the processes under the test, sampled every 0.2 s: {mib} (bomb {BOMB_BYTES >> 20} MiB of zeros, "
-          f"line {LONG_LINE_BYTES >> 20} MiB, {CSV_COLUMNS} columns; line limit "
-          f"{DEFAULT_MAX_LINE_BYTES >> 20} MiB)")
+    kinds = Counter(key.rsplit("/", 1)[-1].split("-")[0].split(".")[0] for key in hostile)
+    first = {kind: next((r[0] for f, r in by_file.items() if f.startswith(kind)), None) for kind in kinds}
+    print(f"\ningest of {len(hostile) + 1} hostile files ({dict(kinds)}, 1 wide CSV) and 2 good ones in "
+          f"{elapsed:.0f}s; {len(errors)} error rows; first reason by kind "
+          f"{first}; "
+          f"peak RSS (MiB) of the processes under the test, sampled every 0.2 s: {mib} (bomb "
+          f"{BOMB_BYTES >> 20} MiB of zeros, line {LONG_LINE_BYTES >> 20} MiB, {CSV_COLUMNS} columns; line "
+          f"limit {DEFAULT_MAX_LINE_BYTES >> 20} MiB); load average {_load()}")
 
 
 def test_csv_files_whose_headers_differ_keep_their_own_columns_in_one_batch(make_stack, s3, spark, tmp_path):
