@@ -130,6 +130,8 @@ def run_fast(
     total = sum(f.size or 0 for f in files)
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
     merge = target.mode == "merge"
+    in_driver = driver_bytes(files) <= target.driver_read_max_bytes
+    reduce = partial(latest_rows.latest, record_key=target.record_key, ordering_field=target.ordering_field)
     task = partial(
         _fast_task,
         aws=aws,
@@ -137,12 +139,12 @@ def run_fast(
         table_uri=target.path,
         partition_by=target.partition_by,
         ingested_at=ingested_at,
-        latest=partial(latest_rows.latest, record_key=target.record_key, ordering_field=target.ordering_field)
-        if merge
-        else None,
+        # Tasks on executors send back only their latest rows; on driver threads the driver's one
+        # reduction of all rows suffices.
+        latest=(_unreduced if in_driver else reduce) if merge else None,
     )
     rows: list[dict[str, Any]]
-    if driver_bytes(files) <= target.driver_read_max_bytes:
+    if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))
         rows = _run_in_driver(task, files, min(len(files), tasks))
     else:
@@ -416,6 +418,10 @@ def _flush(
         stored, table_uri=table_uri, schema=stored.schema, options=aws, partition_by=partition_by
     )
     return [{**to_row(f), "schema": schema_bytes} for f in files]
+
+
+def _unreduced(table: pa.Table) -> pa.Table:
+    return table
 
 
 def _ipc(table: pa.Table) -> bytes:
