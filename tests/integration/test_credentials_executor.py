@@ -22,8 +22,10 @@ from tests.integration.test_startup_errors import _allow, _client, _keys, iam_en
 pytestmark = pytest.mark.integration
 
 
+# Where the objects are read: a Spark job's executors, or threads of the driver (a small batch's default).
+@pytest.mark.parametrize("driver_read_max_bytes", ["0", "67108864"], ids=["executors", "driver-threads"])
 def test_an_access_key_refused_on_the_executors_stops_ingest_with_exit_3_and_one_line(
-    iam_endpoint, tmp_path  # noqa: F811
+    driver_read_max_bytes, iam_endpoint, tmp_path  # noqa: F811
 ):
     endpoint, admin = iam_endpoint
     iam, s3, sqs = (_client(service, endpoint, admin) for service in ("iam", "s3", "sqs"))
@@ -54,6 +56,7 @@ def test_an_access_key_refused_on_the_executors_stops_ingest_with_exit_3_and_one
         "s3events.ingest.target.events.path": str(target),
         "s3events.ingest.target.events.format": "json",
         "s3events.ingest.target.events.schema": "n BIGINT",
+        "s3events.ingest.target.events.driver.read.max.bytes": driver_read_max_bytes,
         "s3events.spark.master": "local[1]",
     }
     args = [arg for k, v in conf.items() for arg in ("--conf", f"{k}={v}")]
