@@ -230,8 +230,9 @@ def renew_credentials(rejection: CredentialsRejected, *, chain: CredentialChain 
 
 
 class RejectedOnExecutor(CredentialsRejected):
-    """Credentials refused to a Spark executor (another process, with a credential chain of its own) and
-    judged there by `renew_credentials`: `renewed` is its verdict, which the driver's run loop acts on
+    """Credentials refused to a Spark executor (another process, with a credential chain of its own; or
+    the driver, when it reads a small batch's objects on its own threads) and judged there by
+    `renew_credentials`: `renewed` is its verdict, which the driver's run loop acts on
     (`renew_credentials` answers it): the cycle runs again (other credentials) or the process stops.
     The verdict is in the message too: Spark hands the driver an executor's error as text only."""
 
@@ -241,10 +242,11 @@ class RejectedOnExecutor(CredentialsRejected):
 
 
 _EXECUTOR_VERDICTS = {
-    True: "the executor's credential chain, resolved again at once, now yields other credentials",
+    True: "the reading process's credential chain, resolved again at once, now yields other credentials",
     False: (
-        "the executor's credential chain, resolved again at once, yields the same credentials: check the "
-        "AWS credentials the executors get (environment, profile, instance or container role)"
+        "the reading process's credential chain, resolved again at once, yields the same credentials: "
+        "check the AWS credentials of the processes that read objects (Spark's executors; the driver for "
+        "a batch read on its threads): environment, profile, instance or container role"
     ),
 }
 # How the executor's error reads in the text of the Spark job's failure, on the driver.

@@ -50,10 +50,10 @@ def test_an_executor_judges_a_rejection_by_its_own_chain_and_the_driver_reads_th
     assert judged.renewed is (key_after == "AKIA2")
     on_driver = aws.rejected_on_executor(_job_failure(judged))
     assert on_driver is not None and on_driver.renewed is judged.renewed
-    assert str(on_driver).startswith(f"on an executor: {REJECTION}: the executor's credential chain")
+    assert str(on_driver).startswith(f"on an executor: {REJECTION}: the reading process's credential chain")
     assert "\n" not in str(on_driver)
     if not judged.renewed:  # the one line a person reads says what to check
-        assert str(on_driver).endswith("(environment, profile, instance or container role)")
+        assert str(on_driver).endswith("environment, profile, instance or container role")
     # The driver's rule answers with the executor's verdict, not by its own chain (it was not refused).
     driver_chain = aws.CredentialChain(lambda: _Static("AKIA9"))
     assert aws.renew_credentials(on_driver, chain=driver_chain) is judged.renewed
