@@ -25,6 +25,8 @@ batch has the same one (the line path takes one file's header for the whole batc
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,6 +60,23 @@ _BOOLEAN = r"^(?i:true|false)$"
 # parsers (which start with a digit, a sign or T<digit>, after leading spaces or control characters).
 _MAYBE_TYPED = r"^[\x00-\x20]*(?:[+.\-]|\p{Nd}|[Tt]\p{Nd}|(?i:nan|inf)|(?i:true|false)$)"
 _SAFE_NAME = re.compile(r"^[^\x00-\x20`.]([^\x00-\x1f`.]*[^\x00-\x20`.])?$")
+
+
+# Spark's CSV parser (univocity, the line path's) stops at its maxColumns default: a wider file is one
+# error row on either path, which also bounds what parsing one file costs (about 16 KiB a column here).
+MAX_CSV_COLUMNS = 20_480
+
+
+def csv_fields(line: str, delimiter: str, quote: str) -> int:
+    """The fields of one CSV line (a header), split as the reader options say."""
+    if len(delimiter) == 1 and len(quote) == 1:  # Python's csv takes single characters only
+        with contextlib.suppress(csv.Error):  # e.g. a field over its size limit: count as below
+            return len(next(csv.reader([line], delimiter=delimiter, quotechar=quote), []))
+    return line.count(delimiter) + 1  # an upper bound
+
+
+def too_wide(fields: int) -> str:
+    return f"the header has {fields} columns, more than the {MAX_CSV_COLUMNS} Spark's CSV parser takes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +177,9 @@ def parse_csv(
         return declined(f"holds the escape character {options.escape!r}")
     if options.quote.encode() in body and not _quotes_around_whole_fields(body, options):
         return declined("quotes other than around whole fields")
+    width = csv_fields(header, options.delimiter, options.quote) if header is not None else 0
+    if width > MAX_CSV_COLUMNS:
+        return declined(too_wide(width))  # the line path makes it one error row
     if options.header and _repeats_header(body, first_line):
         return declined("a data line equals the header (Spark's inference skips such lines)")
     if not options.header and not declared:

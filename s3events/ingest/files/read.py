@@ -31,6 +31,7 @@ from s3events.infra.parquet_files import (
     written_files_batch,
 )
 from s3events.ingest.files import latest_rows
+from s3events.ingest.files.fast_csv import MAX_CSV_COLUMNS, csv_fields, too_wide
 from s3events.ingest.files.fast_path import conform, describe, fast_parser, run_fast
 from s3events.ingest.files.frames import file_refs, files_frame
 from s3events.ingest.files.objects import (
@@ -243,6 +244,35 @@ def _parse_csv(
     headers = ok.where(F.col("_source_line") == 1)
     ok = ok.where(F.col("_source_line") != 1)
     distinct = [row["value"] for row in headers.select("value").distinct().collect()]
+    sep, quote = options.get("sep", options.get("delimiter", ",")), options.get("quote", '"')
+    wide = {line: n for line in distinct if (n := csv_fields(line, sep, quote)) > MAX_CSV_COLUMNS}
+    if wide:  # Spark's parser fails the whole job on such a line: these files become one error row each
+        why = [(h, too_wide(n)) for h, n in wide.items()]
+        reasons = spark.createDataFrame(why, "value string, error string")
+        rejected = headers.join(F.broadcast(reasons), "value").select(
+            *[F.lit(None).cast("long").alias(c) if c == "_source_line" else F.col(c) for c in LINEAGE],
+            F.lit(None).cast("string").alias("raw"),
+            "error",
+        )
+        files = F.broadcast(rejected.select("_source_file"))
+        ok = ok.join(files, "_source_file", "left_anti")
+        headers = headers.join(files, "_source_file", "left_anti")
+        narrow = [h for h in distinct if h not in wide]
+        good, bad = _parse_csv_headers(spark, ok, headers, narrow, target, options, existing, cached)
+        return good, bad.unionByName(rejected)
+    return _parse_csv_headers(spark, ok, headers, distinct, target, options, existing, cached)
+
+
+def _parse_csv_headers(
+    spark: SparkSession,
+    ok: DataFrame,
+    headers: DataFrame,
+    distinct: list[str],
+    target: TargetSpec,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
     if len(distinct) <= 1:
         return _parse_csv_group(spark, ok, headers, target, options, existing, cached)
     goods, bads = [], []
