@@ -332,3 +332,20 @@ def test_merge_mode_fast_path_keeps_the_same_latest_row_per_key_as_the_line_path
     }
     recorded = [(e[0], e[1]) for e in errors(str(tmp_path / "fast"))]
     assert recorded == [("c bad line.json", 2), ("f bad line.json", 2)]
+
+
+def test_merge_mode_on_executors_where_one_task_s_files_lack_the_key_keeps_what_the_line_path_keeps(
+    make_stack, s3, spark, tmp_path, caplog
+):
+    # Two files, two tasks: one task's rows have no key column to reduce by (a task cannot group by it;
+    # it sends its rows back whole), the other's do. A missing key is null, a key of its own.
+    batch = {
+        "json/a.json": jsonl('{"v": "no id 1", "seq": 1}', '{"v": "no id 2", "seq": 2}'),
+        "json/b.json": jsonl('{"id": 1, "seq": 1, "v": "b"}'),
+    }
+    merge = {"mode": "merge", "record__key": "id", "ordering__field": "seq"}
+    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "json", [batch], "spark-job", **merge)
+
+    assert fast_files == [2]
+    landed = sorted((r["id"] or 0, r["v"]) for r in read_table(str(tmp_path / "fast")))
+    assert landed == [(0, "no id 2"), (1, "b")]

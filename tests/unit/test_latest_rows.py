@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from s3events.ingest.files.latest_rows import latest, reducible
+from s3events.ingest.files.latest_rows import latest, latest_if_reducible, reducible
 
 T0 = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -73,3 +73,11 @@ def test_keys_and_ordering_fields_arrow_cannot_order_or_group_as_spark_does_are_
     assert reducible(schema, ["f"], None) == "the record key f is of type double"
     assert reducible(schema, ["s"], None) is not None
     assert reducible(schema, ["nope"], None) == "the record key nope is in no row"
+
+
+def test_a_part_the_rule_cannot_reduce_goes_back_whole_for_the_driver_to_decide():
+    table = rows((1, 1, 5, "s3://b/a", 1), (1, 2, 5, "s3://b/a", 2))
+    assert latest_if_reducible(table, ["id"], "seq").num_rows == 1
+    assert latest_if_reducible(table, ["missing"], "seq").num_rows == 2  # not an error in a task
+    doubles = table.set_column(1, "seq", table["seq"].cast(pa.float64()))
+    assert latest_if_reducible(doubles, ["id"], "seq").num_rows == 2

@@ -131,7 +131,9 @@ def run_fast(
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
     merge = target.mode == "merge"
     in_driver = driver_bytes(files) <= target.driver_read_max_bytes
-    reduce = partial(latest_rows.latest, record_key=target.record_key, ordering_field=target.ordering_field)
+    reduce = partial(
+        latest_rows.latest_if_reducible, record_key=target.record_key, ordering_field=target.ordering_field
+    )
     task = partial(
         _fast_task,
         aws=aws,

@@ -62,3 +62,11 @@ def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | Non
     firsts = ranked.group_by(list(record_key), use_threads=False).aggregate([(_INDEX, "min")])
     keep = pc.sort_indices(firsts[f"{_INDEX}_min"])
     return ranked.take(pc.take(firsts[f"{_INDEX}_min"], keep)).drop_columns([_INDEX])
+
+
+def latest_if_reducible(table: pa.Table, record_key: Sequence[str], ordering_field: str | None) -> pa.Table:
+    """A part's rows as a task sends them back: reduced when `reducible`, else all of them, so that the
+    driver, which sees every part, decides (one part may lack the key column that others have)."""
+    if reducible(table.schema, record_key, ordering_field) is not None:
+        return table
+    return latest(table, record_key, ordering_field)
