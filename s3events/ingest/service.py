@@ -118,7 +118,17 @@ class IngestTotals:
     batches: int = 0
     rows: int = 0
     errors: int = 0
-    failed: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # targets whose latest cycle failed: why
+
+    def add(self, result: IngestCycle) -> None:
+        self.batches += len(result.batches)
+        self.rows += sum(b.rows for b in result.batches)
+        self.errors += sum(b.errors for b in result.batches)
+        # A target a later cycle ran without failing has recovered, with or without a batch to commit:
+        # a commit whose answer was lost fails its cycle, and the next finds nothing left to do.
+        for name in result.progress.keys() - result.failed.keys():
+            self.failed.pop(name, None)
+        self.failed.update(result.failed)
 
 
 def run_ingest(
@@ -158,12 +168,7 @@ def run_ingest(
         result = ingest.run_once()
         if metrics is not None:
             metrics.ingest.record(result, now=time.time())
-        totals.batches += len(result.batches)
-        totals.rows += sum(b.rows for b in result.batches)
-        totals.errors += sum(b.errors for b in result.batches)
-        for finished in result.batches:  # a target that recovered is no longer failed
-            totals.failed.pop(finished.target, None)
-        totals.failed.update(result.failed)
+        totals.add(result)
         if housekeeping is not None:
             housekeeping()  # between cycles, in this thread: never races this process's own commits
         return result
