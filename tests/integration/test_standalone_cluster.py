@@ -276,8 +276,10 @@ def test_ingest_once_on_a_standalone_cluster_reads_on_the_worker_and_writes_the_
     target = str(tmp_path / "cluster-target")
     before = _app_ids(cluster)
 
-    # spark-submit's --master alone decides where the session runs (s3events.spark.master is unset).
-    code, output = _spark_submit(cluster, _ingest_args(stack, target), tmp_path / "submit.log")
+    # spark-submit's --master alone decides where the session runs (s3events.spark.master is unset). The
+    # batch is small: without driver.read.max.bytes=0 the driver's threads would read it, not the worker.
+    args = _ingest_args(stack, target, ingest__target__c__driver__read__max__bytes=0)
+    code, output = _spark_submit(cluster, args, tmp_path / "submit.log")
 
     assert code == 0, output
     assert "ingest batch: target=c files=2 rows=3" in output  # PythonRunner: our stderr on its stdout
