@@ -2,6 +2,7 @@
 endpoint, and capture's memory while it drains a large backlog.
 
     .venv/bin/python benchmarks/capture_throughput.py [--messages 200] [--rounds 10] [--batch 50]
+    .venv/bin/python benchmarks/capture_throughput.py --messages 1000 --batch 1000 --batch-seconds 600
     .venv/bin/python benchmarks/capture_throughput.py --backlog 100000 [--batch 1000]
 
 moto's SQS costs O(queue depth) per call, so each round fills the queue with `--messages` S3
@@ -18,7 +19,13 @@ Two baselines, so the comparison does not hinge on moto's cost per message in fl
 - **held**: receives until `--batch` messages are in hand, then deletes them (the same messages in
   flight as capture, which holds a batch until its commit).
 Client CPU (this process's user+system time, every thread: parsing, the Delta commit in delta-rs's
-threads, boto3) per 1,000 messages is endpoint-independent: moto runs in a process of its own.
+threads, boto3) per 1,000 messages is endpoint-independent: moto runs in a process of its own. What it
+does depend on is how many messages one commit holds. moto answers a receive in O(queue depth) (0.4 s
+per call at 1,000 messages waiting, against tens of milliseconds on SQS), so with the default 10 s
+gathering budget a moto batch holds 100-300 messages where SQS would fill it to 1,000 in a second or
+two, and capture pays several commits (and visibility extensions) per 1,000 messages. `--batch-seconds`
+(s3events.source.queue.max.batch.seconds, with a visibility timeout above it) lets batches fill to
+`--batch` as they would on SQS: the CPU per message then compares like with like.
 
 `--backlog N` fills the queue with N notifications first, then lets capture drain it, sampling this
 process's resident memory every 50 ms: peak RSS before and while draining, and the batch cap honoured
@@ -187,6 +194,12 @@ def main() -> int:
         "--concurrency", type=int, default=1, help="s3events.source.queue.receive.concurrency"
     )
     parser.add_argument("--backlog", type=int, default=0, help="drain a backlog of this many messages")
+    parser.add_argument(
+        "--batch-seconds",
+        type=float,
+        default=10.0,
+        help="s3events.source.queue.max.batch.seconds (the product default: 10; 600 fills batches on moto)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
@@ -205,6 +218,9 @@ def main() -> int:
                 f"s3events.metadata.table.path={tmp}/metadata",
                 f"s3events.source.queue.max.messages.per.batch={args.batch}",
                 f"s3events.source.queue.receive.concurrency={args.concurrency}",
+                f"s3events.source.queue.max.batch.seconds={args.batch_seconds}",
+                # above the gathering budget, as the key's documentation asks
+                f"s3events.source.queue.visibility.timeout={max(30, int(args.batch_seconds * 2))}",
             ],
         )
         capture = build_capture(settings)
