@@ -17,7 +17,8 @@ certain, and otherwise returns a reason (the file then takes the line path):
   a new column, Spark's inference would give the type given here: integer, bigint, double (plain
   decimals only: `5.`, `1e5`, `NaN` are inferred otherwise), boolean or string. A column whose values
   could be dates or timestamps (or anything else Spark's lenient parsers might accept) is declined,
-  unless one value is plainly a string, which makes Spark infer string too.
+  unless one value is plainly a string, which makes Spark infer string too (`csv_types`: each column is
+  read as strings once, then typed and converted by pyarrow's kernels, the cheapest checks first).
 
 `header` of the result is the file's first line, so that the fast path can check that every file of a
 batch has the same one (the line path takes one file's header for the whole batch).
@@ -35,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from s3events.ingest.files import csv_types
 from s3events.ingest.files.fast_json import is_spark_like
 from s3events.ingest.files.fast_parse import (
     BOM,
@@ -48,17 +50,7 @@ from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
 
 _RESERVED = {f.name.lower() for f in LINEAGE_FIELDS} | {"_ingested_at", "_corrupt_record"}
-_INTEGERS = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
-# Column types whose from_csv conversion this parser reproduces exactly.
-SUPPORTED = {*_INTEGERS, pa.float64(), pa.bool_(), pa.string()}
-_INTEGER = r"^[+-]?[0-9]+$"
-_DOUBLE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"  # what Java's parseDouble reads
-_PLAIN_DECIMAL = r"^[+-]?[0-9]*\.[0-9]+$"  # a double under Spark's inference (a scale above 0)
-_BOOLEAN = r"^(?i:true|false)$"
-# A value Spark's inference might type as something other than string: numbers in Java's syntax (whose
-# integer parser takes any Unicode digit), NaN and Inf, booleans, and the lenient date and timestamp
-# parsers (which start with a digit, a sign or T<digit>, after leading spaces or control characters).
-_MAYBE_TYPED = r"^[\x00-\x20]*(?:[+.\-]|\p{Nd}|[Tt]\p{Nd}|(?i:nan|inf)|(?i:true|false)$)"
+SUPPORTED = csv_types.SUPPORTED  # column types whose from_csv conversion this parser reproduces exactly
 _SAFE_NAME = re.compile(r"^[^\x00-\x20`.]([^\x00-\x1f`.]*[^\x00-\x20`.])?$")
 
 
@@ -209,20 +201,22 @@ def parse_csv(
         return declined(f"{fields.num_columns} fields where the schema has {len(columns)}")
     arrays, out_fields = [], []
     for column, values in zip(columns, fields.columns, strict=True):
-        if isinstance(column, str):
-            inferred = _infer(values)
+        if isinstance(column, str):  # a new column: typed as Spark infers it, converted on the way
+            inferred = csv_types.infer(values)
             if isinstance(inferred, str):
                 return declined(f"column {column}: {inferred}")
-            column = pa.field(column, inferred)
-        converted = _convert(values, column.type)
-        if converted is None:
-            return declined(f"column {column.name}: a value from_csv would not convert to {column.type}")
+            column, converted = pa.field(column, inferred[0]), inferred[1]
+        else:
+            converted = csv_types.convert(values, column.type)
+            if converted is None:
+                return declined(f"column {column.name}: a value from_csv would not convert to {column.type}")
         arrays.append(converted)
         out_fields.append(pa.field(column.name, column.type))
     first = 2 if options.header else 1
     lineage = lineage_columns(file, etag, first, fields.num_rows)
     table = pa.Table.from_arrays([*lineage, *arrays], schema=pa.schema([*LINEAGE_FIELDS, *out_fields]))
-    return Parsed(table, None, header)
+    # One chunk (the reader gives one per block of about 1 MB): one row group per file when written.
+    return Parsed(table.combine_chunks(), None, header)
 
 
 def _re2(char: str) -> str:
@@ -245,7 +239,8 @@ def _repeats_header(body: bytes, first_line: bytes) -> bool:
 
 
 def _fields(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
-    """Every line's fields as strings (null for an empty field, quoted or not), header line included."""
+    """Every line's fields as strings (null for an empty field, quoted or not), header line included.
+    `data` must be valid UTF-8."""
     parse = pacsv.ParseOptions(
         delimiter=options.delimiter,
         quote_char=options.quote,
@@ -269,6 +264,7 @@ def _fields(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
             strings_can_be_null=True,
             quoted_strings_can_be_null=True,
             null_values=[""],
+            check_utf8=False,  # the caller checked the whole buffer
         ),
     )
 
@@ -282,59 +278,3 @@ def _header_problem(names: list[str | None], known: pa.Schema) -> str | None:
     if any(n is not None and table.get(n.lower(), n) != n for n in names):
         return "a header name differs from a table column only in case"
     return None
-
-
-def _infer(values: pa.ChunkedArray) -> pa.DataType | str:
-    """Spark's CSV inference of one column's values (its type), or why it cannot be told here."""
-    present = values.drop_null()
-    if len(present) == 0:
-        return pa.null()  # Spark infers string; another file or the table may type it first
-    if not pc.all(pc.match_substring_regex(present, _MAYBE_TYPED)).as_py():
-        return pa.string()  # one plain string makes the column a string column
-    if pc.all(pc.match_substring_regex(present, _INTEGER)).as_py():
-        try:
-            numbers = _without_plus(present).cast(pa.int64())
-        except pa.ArrowInvalid:
-            return "an integer beyond 64 bits (Spark infers a decimal)"
-        low, high = pc.min_max(numbers).values()
-        in_int = low.as_py() >= -(2**31) and high.as_py() < 2**31
-        return pa.int32() if in_int else pa.int64()
-    numeric = pc.or_(
-        pc.match_substring_regex(present, _INTEGER), pc.match_substring_regex(present, _PLAIN_DECIMAL)
-    )
-    if pc.all(numeric).as_py():
-        if pc.any(pc.greater(pc.utf8_length(present), 18)).as_py():
-            return "a number of more than 18 characters (Spark may infer a decimal)"
-        return pa.float64()
-    if pc.all(pc.match_substring_regex(present, _BOOLEAN)).as_py():
-        return pa.bool_()
-    return "values Spark's inference may type otherwise (dates, timestamps, NaN, exponents, ...)"
-
-
-def _convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
-    """`values` as from_csv converts them to `to`, or None when one would be malformed there."""
-    if to == pa.string():
-        return values
-    if pa.types.is_null(to):
-        return pa.chunked_array([pa.nulls(len(values))]) if values.null_count == len(values) else None
-    present = values.drop_null()
-    if to in _INTEGERS:
-        pattern = _INTEGER
-    elif to == pa.float64():
-        pattern = _DOUBLE
-    elif to == pa.bool_():
-        pattern = _BOOLEAN
-    else:
-        return None
-    if len(present) and not pc.all(pc.match_substring_regex(present, pattern)).as_py():
-        return None
-    try:
-        if to == pa.bool_():
-            return pc.utf8_lower(values).cast(to)
-        return (_without_plus(values) if to in _INTEGERS else values).cast(to)
-    except pa.ArrowInvalid:  # out of range
-        return None
-
-
-def _without_plus(values: pa.ChunkedArray) -> pa.ChunkedArray:
-    return pc.replace_substring_regex(values, r"^\+", "")

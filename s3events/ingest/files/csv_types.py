@@ -1,0 +1,134 @@
+"""Spark's CSV typing of one column of strings, in pyarrow's compute kernels: the type its inference gives
+a new column (and the values converted to it), or the values of a column whose type is fixed as from_csv
+converts them. What cannot be told exactly here is a reason (the file then takes the line path).
+
+`infer` reproduces Spark's inference where it is certain: integer or bigint (`[+-]?[0-9]+` within 64
+bits, by range), double (plain decimals only: `5.`, `1e5`, `NaN` are inferred otherwise, and a number of
+more than 18 characters may become a decimal), boolean (`true`/`false` in any case) or string (one value
+that no typed parser of Spark's could take). A column whose values could be dates or timestamps (or
+anything else Spark's lenient parsers might accept) is declined, unless one value is plainly a string.
+
+Each check is one kernel over the whole column, the cheap ones first: the first values are probed for a
+plain string, all-digit columns are cast without a regex, and a column's values are converted once.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+INTEGERS = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
+# pa.ChunkedArray types whose from_csv conversion `convert` reproduces exactly.
+SUPPORTED = {*INTEGERS, pa.float64(), pa.bool_(), pa.string()}
+
+INTEGER = r"^[+-]?[0-9]+$"
+DOUBLE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"  # what Java's parseDouble reads
+# An integer or a plain decimal (a scale above 0): a double under Spark's inference, unless all are integers.
+NUMBER = r"^[+-]?(?:[0-9]+|[0-9]*\.[0-9]+)$"
+# A value Spark's inference might type as something other than string: numbers in Java's syntax (whose
+# integer parser takes any Unicode digit), NaN and Inf, booleans, and the lenient date and timestamp
+# parsers (which start with a digit, a sign or T<digit>, after leading spaces or control characters).
+MAYBE_TYPED = r"^[\x00-\x20]*(?:[+.\-]|\p{Nd}|[Tt]\p{Nd}|(?i:nan|inf)|(?i:true|false)$)"
+_PROBE = 32  # leading values looked at for a plain string before any whole-column check
+_LONGEST_DOUBLE = 18  # characters of a number Spark's inference surely types as double, not decimal
+_BOOLEANS = pa.array(["true", "false"])
+
+
+def infer(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
+    """The type Spark's CSV inference gives a new column of these values (null when every value is
+    null: Spark infers string, but another file or the table may type it first) with the values
+    converted to it, or why it cannot be told here."""
+    present = values.drop_null()
+    if len(present) == 0:
+        return pa.null(), pa.chunked_array([pa.nulls(len(values))])
+    if not _all_match(_probe(present), MAYBE_TYPED):
+        return pa.string(), values  # one plain string makes the column a string column
+    digits = _all(pc.ascii_is_decimal(present))  # the commonest typed column, told without a regex
+    number = digits or _all_numbers(present, NUMBER)
+    if number and (digits or not _any(pc.match_substring(present, "."))):
+        try:
+            numbers = _without_plus(values, present).cast(pa.int64())
+        except pa.ArrowInvalid:
+            return "an integer beyond 64 bits (Spark infers a decimal)"
+        low, high = pc.min_max(numbers).values()
+        if low.as_py() >= -(2**31) and high.as_py() < 2**31:
+            return pa.int32(), numbers.cast(pa.int32())
+        return pa.int64(), numbers
+    if number:
+        if _any(pc.greater(pc.binary_length(present), _LONGEST_DOUBLE)):  # ASCII: bytes are characters
+            return "a number of more than 18 characters (Spark may infer a decimal)"
+        return pa.float64(), values.cast(pa.float64())
+    booleans = _booleans(values, present)
+    if booleans is not None:
+        return pa.bool_(), booleans
+    if not _all_match(present, MAYBE_TYPED):
+        return pa.string(), values
+    return "values Spark's inference may type otherwise (dates, timestamps, NaN, exponents, ...)"
+
+
+def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
+    """`values` as from_csv converts them to `to`, or None when one would be malformed there."""
+    if to == pa.string():
+        return values
+    if pa.types.is_null(to):
+        return pa.chunked_array([pa.nulls(len(values))]) if values.null_count == len(values) else None
+    present = values.drop_null()
+    if to == pa.bool_():
+        return _booleans(values, present)
+    try:
+        if to in INTEGERS:
+            if _all(pc.ascii_is_decimal(present)):
+                return values.cast(to)
+            return _without_plus(values, present).cast(to) if _all_match(present, INTEGER) else None
+        if to == pa.float64():
+            return values.cast(to) if _all_numbers(present, DOUBLE) else None
+    except pa.ArrowInvalid:  # out of range
+        return None
+    return None
+
+
+def _all_numbers(present: pa.ChunkedArray, pattern: str) -> bool:
+    """Whether every value matches `pattern` (NUMBER or DOUBLE, which take digits with at most one '.'
+    and no sign: DOUBLE also after the last digit, NUMBER not). Such values are told without a regex;
+    the pattern runs over the others only (signs, exponents), and over the first few before anything."""
+    if not _all_match(_probe(present), pattern):
+        return False
+    if pattern == NUMBER and _any(pc.ends_with(present, ".")):
+        return False
+    plain = pc.ascii_is_decimal(pc.replace_substring(present, ".", "", max_replacements=1))
+    return _all(plain) or _all_match(present.filter(pc.invert(plain)), pattern)
+
+
+def _booleans(values: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """The values as booleans when each is `true` or `false` in any case (Scala's toBoolean), else None.
+    Arrow's cast alone would also take `1` and `0`."""
+    if not _all(pc.is_in(pc.utf8_lower(_probe(present)), value_set=_BOOLEANS)):
+        return None
+    lower = pc.utf8_lower(values)
+    if not _all(pc.is_in(lower.drop_null(), value_set=_BOOLEANS)):
+        return None
+    return lower.cast(pa.bool_())
+
+
+def _without_plus(values: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Arrow's integer parser takes no leading '+' (Java's does); a cheap literal search comes first."""
+    if not _any(pc.starts_with(present, "+")):
+        return values
+    return pc.replace_substring_regex(values, r"^\+", "")
+
+
+def _probe(present: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The first values: one that fails a check the whole column must pass saves the pass."""
+    return present.slice(0, _PROBE)
+
+
+def _all_match(values: pa.ChunkedArray, pattern: str) -> bool:
+    return _all(pc.match_substring_regex(values, pattern))
+
+
+def _all(mask: pa.ChunkedArray) -> bool:
+    return pc.all(mask).as_py() is not False  # true for no values
+
+
+def _any(mask: pa.ChunkedArray) -> bool:
+    return bool(pc.any(mask).as_py())
