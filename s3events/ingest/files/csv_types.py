@@ -47,7 +47,7 @@ def infer(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
     number = digits or _all_numbers(present, NUMBER)
     if number and (digits or not _any(pc.match_substring(present, "."))):
         try:
-            numbers = _without_plus(values, present).cast(pa.int64())
+            numbers = (values if digits else _without_plus(values, present)).cast(pa.int64())
         except pa.ArrowInvalid:
             return "an integer beyond 64 bits (Spark infers a decimal)"
         low, high = pc.min_max(numbers).values()

@@ -163,7 +163,7 @@ def parse_csv(
         return declined("not valid UTF-8")
     if has_blank_lines(body):
         return declined("has blank lines")
-    if lone_carriage_return(body):
+    if b"\r" in body and lone_carriage_return(body):  # a search stops at the first; a count does not
         return declined("has a carriage return inside a line")
     if options.escape.encode() in body:
         return declined(f"holds the escape character {options.escape!r}")
@@ -234,8 +234,15 @@ def _quotes_around_whole_fields(body: bytes, options: CsvOptions) -> bool:
 
 
 def _repeats_header(body: bytes, first_line: bytes) -> bool:
+    """Whether a later line is the first one (one search of the buffer when no line starts like it)."""
     line = b"\n" + first_line
-    return any(line + end in body for end in (b"\n", b"\r\n")) or body.endswith((line, line + b"\r"))
+    at = body.find(line)
+    while at >= 0:
+        rest = body[at + len(line) : at + len(line) + 2]
+        if rest in (b"", b"\r", b"\r\n") or rest.startswith(b"\n"):
+            return True
+        at = body.find(line, at + 1)
+    return False
 
 
 def _fields(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
