@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from s3events.errors import CheckpointError, CommitConflict
 from s3events.infra import delta
@@ -106,6 +106,20 @@ class TargetTable:
             partition_by=list(partition_by),
         )
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
+        if _holds_none_of(table, rows, record_key):
+            # Nothing to update: append, as exactly the version after the snapshot just checked (a commit
+            # that lost that version fails: CommitConflict) with the checkpoint, without a MERGE's scan,
+            # join and change-data files.
+            with delta.committing(self.path, kind="target"):
+                write_deltalake(
+                    table,
+                    rows,
+                    mode="append",
+                    schema_mode="merge",
+                    commit_properties=self._commit_properties(end, max_commit_retries=0),
+                    post_commithook_properties=delta.AFTER_COMMIT,
+                )
+            return int(table.version())
         matching = [f"t.`{k}` = s.`{k}`" for k in record_key]
         predicate = " AND ".join([*matching, *_key_ranges(rows, record_key)])
         merger = table.merge(
@@ -204,7 +218,9 @@ class TargetTable:
             )
         return seen
 
-    def _commit_properties(self, end: Checkpoint) -> CommitProperties:
+    def _commit_properties(
+        self, end: Checkpoint, *, max_commit_retries: int | None = None
+    ) -> CommitProperties:
         return _checkpoint_properties(
             self.app_id,
             end,
@@ -212,13 +228,39 @@ class TargetTable:
                 "s3events.writer": "ingest",
                 "s3events.checkpoint": f"{end.version}:{end.position}",
             },
+            max_commit_retries=max_commit_retries,
         )
 
 
-def _checkpoint_properties(app_id: str, end: Checkpoint, custom_metadata: dict[str, str]) -> CommitProperties:
+def _checkpoint_properties(
+    app_id: str, end: Checkpoint, custom_metadata: dict[str, str], *, max_commit_retries: int | None = None
+) -> CommitProperties:
     """Commit properties carrying the checkpoint `end` as the app transactions of `app_id`."""
     transactions = [Transaction(app, version) for app, version in to_transactions(app_id, end).items()]
-    return CommitProperties(app_transactions=transactions, custom_metadata=custom_metadata)
+    return CommitProperties(
+        app_transactions=transactions, custom_metadata=custom_metadata, max_commit_retries=max_commit_retries
+    )
+
+
+def _holds_none_of(table: DeltaTable, rows: pa.Table, record_key: tuple[str, ...]) -> bool:
+    """Whether the target's snapshot certainly holds no row with one of the batch's keys, by its files'
+    statistics alone: it has no file, or every file's range of some integer key column misses the
+    batch's range (new ids above the held ones: the first batch, an append-only source). String
+    statistics may be truncated prefixes and floats hold NaN: such columns prove nothing here."""
+    files = pa.table(table.get_add_actions(flatten=True))
+    missed = pa.repeat(False, files.num_rows)
+    for name in record_key:
+        column = rows.column(name)
+        if not pa.types.is_integer(column.type) or f"min.{name}" not in files.column_names:
+            continue
+        bounds = pc.min_max(column)
+        low, high = bounds["min"], bounds["max"]
+        if not low.is_valid:  # every key null: a null key equals nothing
+            return True
+        lowest, highest = files.column(f"min.{name}"), files.column(f"max.{name}")
+        outside = pc.or_(pc.less(highest, low.cast(highest.type)), pc.greater(lowest, high.cast(lowest.type)))
+        missed = pc.or_(missed, pc.fill_null(outside, False))  # a file without statistics may hold it
+    return bool(pc.all(missed).as_py()) if files.num_rows else True
 
 
 def _key_ranges(rows: pa.Table, record_key: tuple[str, ...]) -> list[str]:
