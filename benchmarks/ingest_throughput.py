@@ -5,8 +5,9 @@
 
 `--mode merge` makes every contender upsert by the data's unique `id` into its fresh target (ours:
 `mode=merge`, `record.key=id`; baseline A: an empty table, then one `DeltaTable.merge` of all rows;
-baseline B has no merge and is left out). `--format` (default json) chooses the files and the target's
-format; every contender reads that format
+baseline B has no merge and is left out). Ours sees that the fresh target holds none of the keys and
+appends; merges that update rows are measured by `benchmarks/merge_scale.py`. `--format` (default
+json) chooses the files and the target's format; every contender reads that format
 (baseline A with pyarrow's reader of it: pyarrow.json, pyarrow.csv, lines split in Python, pyarrow.parquet;
 baseline B with spark.read.json / csv (header, inferSchema) / text / parquet). CSV files have a header
 and the columns id, user, amount, ok, country, note (no timestamp column: the CSV fast path leaves
@@ -426,7 +427,10 @@ def main() -> int:
 
         fmt, mode = args.format, args.mode
         if mode == "merge":
-            print("target mode: merge (record.key=id; every id is new, so each MERGE inserts every row)")
+            print(
+                "target mode: merge (record.key=id; every id is new: A's MERGE inserts every row, ours "
+                "appends them, its fresh target holding no key; target_table._holds_none_of)"
+            )
         no_line_path = args.no_line_path
         labels = {k: v for k, v in labels_for(fmt, mode).items() if not (k == "lines" and no_line_path)}
         results: dict[str, list[Measure]] = {k: [] for k in labels}
