@@ -115,3 +115,19 @@ def test_text_lines_are_the_line_paths_and_a_bad_line_declines_the_file():
     ]
     assert parse_text(b"a\n\xff\n", FILE, "e1").reason == "a line is not valid UTF-8"
     assert parse_text(b"", FILE, "e1").reason == "empty"
+
+
+@pytest.mark.parametrize(
+    ("data", "repeated"),
+    [
+        (b"id,name\n1,a\nid,name\n2,b\n", True),
+        (b"id,name\r\n1,a\r\nid,name\r\n", True),
+        (b"id,name\n1,a\nid,name", True),  # the last line, without its newline
+        (b"id,name\n1,a\nid,name\r", True),
+        (b"id,name\nid,names\n1,a\n", False),  # a line that only starts like the header
+        (b"id,name\nid,name2\nid,name,x\n", False),
+    ],
+)
+def test_a_data_line_equal_to_the_header_is_found_wherever_it_is(data: bytes, repeated: bool) -> None:
+    parsed = parse(data)
+    assert ("equals the header" in (parsed.reason or "")) is repeated
