@@ -43,12 +43,13 @@ the expected cycles. It needs ElasticMQ at 100,000 (moto takes 0.4 s per receive
 small files for the duplicate check to read, and memory and cycle time follow that file count.
 `--metadata DIR` keeps the metadata table in DIR across runs (a fresh process against a grown table).
 
-Figures (2 cores shared, load 7-10, `nice -n 10`; docs/capture.md#capture-under-a-backlog):
+Figures (2 cores shared, load 5-10, `nice -n 10`; docs/capture.md#capture-under-a-backlog):
 - `--sqs elasticmq --backlog 100000 --batch 1000`: filled in 49-67 s; drained in 302-319 s (313-331/s);
   RSS 176 MiB before, peak 472-484 MiB (+296/+307), growing ~2.4 MiB per commit as small files pile up
   (cycle time 1.4 s -> 5.7 s); largest cycle 1000 messages (cap 1000).
-- the same with `--maintenance`: drained in 123 s (813/s); RSS levels off at 290-330 MiB, peak 350 MiB
-  (+174), 3 compactions; largest cycle 1000.
+- the same with `--maintenance`: drained in 123-140 s (714-813/s); RSS levels off at 290-360 MiB, peak
+  350-366 MiB (+174/+188), 3-4 compactions; largest cycle 1000. `--backlog 300000 --maintenance`: 378 s
+  (795/s), peak 384 MiB (+205), 12 compactions, largest cycle 1000.
 - `--sqs elasticmq --messages 5000 --rounds 3 --batch 1000`: medians 402 CPU ms per 1,000 messages for
   the plain loop, 391 for the held loop, 1,138 for capture (2.83x plain; round by round 631, 1,138,
   1,270: no maintenance between rounds).

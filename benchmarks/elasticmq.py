@@ -104,11 +104,12 @@ def jars(cache: Path = CACHE) -> Path:
 @dataclass
 class ElasticMQ:
     """A running ElasticMQ server. Use as a context manager, or call start()/stop().
-    `heap`: the JVM's -Xmx (its queues live in memory: 100,000 small messages need well under 1 GiB)."""
+    `heap`: the JVM's -Xmx. Its queues live in memory: 100,000 S3 notifications waiting, the JVM's RSS was
+    about 360 MiB; 300,000, 815 MiB."""
 
     port: int = 0
     log_path: Path | None = None
-    heap: str = "1g"
+    heap: str = "2g"
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _config_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
 
