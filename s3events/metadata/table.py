@@ -44,6 +44,7 @@ _FIRST_BYTES = pa.array([f"{b:02x}" for b in range(256)])
 BUCKET_FILE_BYTES = 1 << 20
 
 _REOPEN_SECONDS = 900.0
+_LOOKUP_ROWS = 1 << 16  # rows of the duplicate check's scan held before they are matched and dropped
 _CLOCK_SKEW = timedelta(days=1)  # S3's event clock against ours, generously
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -318,15 +319,30 @@ class _IdentityTable:
         columns = ", ".join(f'"{c}"' for c in (self._identity, *self._held_columns))
         schema = pa.schema([batch.schema.field(c) for c in (self._identity, *self._held_columns)])
         ids = batch.column(self._identity)
-        found: list[pa.RecordBatch] = []
+        found: list[pa.Table] = []
+        scanned: list[pa.RecordBatch] = []
+
+        def keep_matches() -> None:
+            # One lookup per many scanned batches (a small file is a batch of its own): `is_in` builds
+            # its hash set of the batch's ids at every call.
+            rows = pa.Table.from_batches(scanned).cast(schema)  # delta-rs answers strings as string_view
+            found.append(rows.filter(pc.is_in(rows.column(0), value_set=ids)))
+            scanned.clear()
+
         try:
             reader = QueryBuilder().register("t", table).execute(f"SELECT {columns} FROM t WHERE {where}")
+            held = 0
             for part in pa.RecordBatchReader.from_stream(reader):
-                part = part.cast(schema)  # delta-rs answers strings as `string_view`
-                found.append(part.filter(pc.is_in(part.column(0), value_set=ids)))
+                scanned.append(part)
+                held += part.num_rows
+                if held >= _LOOKUP_ROWS:
+                    keep_matches()
+                    held = 0
+            if scanned:
+                keep_matches()
         except (OSError, DeltaError, pa.ArrowException) as exc:  # a failed read comes out of the stream
             raise delta.translate(exc, action=f"cannot read the {self._kind} table", path=self.path) from exc
-        return pa.Table.from_batches(found, schema=schema)
+        return pa.concat_tables(found) if found else schema.empty_table()
 
     def _append_absent(
         self, table: Any, batch: pa.Table, held: pa.Table, custom_metadata: Mapping[str, str]
