@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, QueryBuilder, write_deltalake
-from deltalake.exceptions import DeltaError
+from deltalake import CommitProperties
 
 from s3events.events.record import EventRecord, QuarantineRecord, dedupe
 from s3events.infra import aws, delta
@@ -26,13 +25,12 @@ METADATA_SCHEMA_VERSION = 2
 QUARANTINE_SCHEMA_VERSION = 1
 
 # The metadata table's partition column: event_id's first byte (a SHA-256, so uniform) modulo 64, as two
-# hex digits. The duplicate check reads only the buckets of the batch's identities (by partition value;
-# statistics would not do: random ids stretch every file's min..max over the whole table), and so does
-# a MERGE joining on it (delta-rs expands a partition column's join to the source's exact values): a
-# commit of n events reads at most n of the 64 buckets, so its cost follows the window's rows / 64, not
-# the table's history. 64, not 256: delta-rs also pays per file in the snapshot, and 256 buckets of a few
-# small files each hold three times the files for little gain (benchmarks/bucket_layout.py; the figures
-# and reasoning are in docs/maintenance.md).
+# hex digits. A MERGE joining on it touches only the buckets of the batch's identities (delta-rs expands a
+# partition column's join to the source's exact values, while a plain column only gets a min..max range,
+# which random ids stretch over the whole table): a commit of n events reads at most n of the 64 buckets,
+# so its cost follows the window's rows / 64, not the table's history. 64, not 256: delta-rs also pays per
+# file in the snapshot, and 256 buckets of a few small files each hold three times the files for little
+# gain (benchmarks/bucket_layout.py; the figures and reasoning are in docs/maintenance.md).
 ID_BUCKET = "id_bucket"
 ID_BUCKETS = 64
 _BUCKET_NAMES = pa.array([f"{b % ID_BUCKETS:02x}" for b in range(256)])
@@ -44,7 +42,6 @@ _FIRST_BYTES = pa.array([f"{b:02x}" for b in range(256)])
 BUCKET_FILE_BYTES = 1 << 20
 
 _REOPEN_SECONDS = 900.0
-_LOOKUP_ROWS = 1 << 16  # rows of the duplicate check's scan held before they are matched and dropped
 _CLOCK_SKEW = timedelta(days=1)  # S3's event clock against ours, generously
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -158,14 +155,11 @@ def _quarantine_batch(records: Sequence[QuarantineRecord]) -> pa.Table:
 
 
 class _IdentityTable:
-    """A table whose commits insert absent rows by one identity column (and, with `refresh_when`, overwrite
-    a matched row when that predicate on source `s` and target `t` holds), retried on conflicts.
+    """A table written by MERGEs on one identity column that insert absent rows (and, with `refresh_when`,
+    overwrite a matched row when that predicate on source `s` and target `t` holds), retried on conflicts.
 
-    With `partition`, a column derived from the identity that new tables are partitioned by; the duplicate
-    check reads only the batch's partitions when the table is (a table created before it existed is served
-    unpartitioned, by MERGE). A partitioned table's commit reads the identities it holds and appends the
-    absent rows as the very next version (`_append_absent`); only a batch that `might_refresh` says may
-    overwrite a row goes through the MERGE, which decides `refresh_when` exactly."""
+    With `partition`, a column derived from the identity that new tables are partitioned by; the MERGE
+    joins on it too when the table is (a table created before it existed is served unpartitioned)."""
 
     def __init__(
         self,
@@ -179,17 +173,11 @@ class _IdentityTable:
         commit_attempts: int,
         window: tuple[str, timedelta, str | None] | None = None,
         refresh_when: str | None = None,
-        might_refresh: Callable[[pa.Table, pa.Table], bool] | None = None,
-        held_columns: tuple[str, ...] = (),
         partition: str | None = None,
     ) -> None:
         self.path = path
         self._partition = partition
         self._refresh_when = refresh_when
-        # (batch, the held rows of its identities: identity + `held_columns`) -> whether the batch may
-        # overwrite a row: a superset of `refresh_when`, cheap to evaluate in Arrow.
-        self._might_refresh = might_refresh
-        self._held_columns = held_columns
         # (target timestamp column, age, source column extending it): the MERGE only reads rows this recent
         self._window = window
         self._kind = kind
@@ -267,15 +255,11 @@ class _IdentityTable:
             predicate = f"t.{self._identity} = s.{self._identity}"
             # The layout is read on every attempt: `s3events migrate` may have bucketed the table meanwhile.
             if self._partition is not None and self._partition in _partitions(table):
-                held = self._held(table, batch)
-                if self._might_refresh is None or not self._might_refresh(batch, held):
-                    appended = self._append_absent(table, batch, held, custom_metadata)
-                    return replace(appended, conflicts=attempts - 1)
                 predicate = f"t.{self._partition} = s.{self._partition} AND {predicate}"
             if self._window is not None:
                 # A literal bound on a target column: delta-rs skips older files by their statistics.
                 column, since = self._window[0], self._window_start(batch)
-                predicate = f"t.{column} >= '{_literal(since)}' AND {predicate}"
+                predicate = f"t.{column} >= '{since.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}' AND {predicate}"
             merger = table.merge(
                 batch,
                 predicate=predicate,
@@ -304,73 +288,6 @@ class _IdentityTable:
 
         return attempt()
 
-    def _held(self, table: Any, batch: pa.Table) -> pa.Table:
-        """The rows (identity and `held_columns`) the table holds at its loaded version with the batch's
-        identities, as the duplicate check sees them: only the batch's partitions, only the window.
-
-        The scan streams and keeps only the matches, so memory follows the batch, not the window; the
-        identities (untrusted input) never enter the SQL, only our own partition values and the window."""
-        assert self._partition is not None
-        parts = ", ".join(f"'{v}'" for v in pc.unique(batch.column(self._partition)).to_pylist())
-        where = f'"{self._partition}" IN ({parts})'
-        if self._window is not None:
-            # A literal bound: delta-rs skips files captured before the window by their statistics.
-            where += f""" AND "{self._window[0]}" >= '{_literal(self._window_start(batch))}'"""
-        columns = ", ".join(f'"{c}"' for c in (self._identity, *self._held_columns))
-        schema = pa.schema([batch.schema.field(c) for c in (self._identity, *self._held_columns)])
-        ids = batch.column(self._identity)
-        found: list[pa.Table] = []
-        scanned: list[pa.RecordBatch] = []
-
-        def keep_matches() -> None:
-            # One lookup per many scanned batches (a small file is a batch of its own): `is_in` builds
-            # its hash set of the batch's ids at every call.
-            rows = pa.Table.from_batches(scanned).cast(schema)  # delta-rs answers strings as string_view
-            found.append(rows.filter(pc.is_in(rows.column(0), value_set=ids)))
-            scanned.clear()
-
-        try:
-            reader = QueryBuilder().register("t", table).execute(f"SELECT {columns} FROM t WHERE {where}")
-            held = 0
-            for part in pa.RecordBatchReader.from_stream(reader):
-                scanned.append(part)
-                held += part.num_rows
-                if held >= _LOOKUP_ROWS:
-                    keep_matches()
-                    held = 0
-            if scanned:
-                keep_matches()
-        except (OSError, DeltaError, pa.ArrowException) as exc:  # a failed read comes out of the stream
-            raise delta.translate(exc, action=f"cannot read the {self._kind} table", path=self.path) from exc
-        return pa.concat_tables(found) if found else schema.empty_table()
-
-    def _append_absent(
-        self, table: Any, batch: pa.Table, held: pa.Table, custom_metadata: Mapping[str, str]
-    ) -> CommitResult:
-        """Append the batch's rows whose identity is not `held`, as exactly the version after the one the
-        check read: `max_commit_retries=0` makes a commit that lost that version to another writer fail
-        (CommitConflict: the caller re-reads and checks again) instead of landing after rows the check
-        never saw. An append writes data files only; the change feed reads them as inserts."""
-        absent = batch.filter(pc.invert(pc.is_in(batch.column(self._identity), value_set=held.column(0))))
-        if absent.num_rows:
-            with delta.committing(self.path, kind=self._kind):
-                write_deltalake(
-                    table,
-                    absent.select(pa.schema(table.schema()).names),
-                    mode="append",
-                    commit_properties=CommitProperties(
-                        custom_metadata=dict(custom_metadata), max_commit_retries=0
-                    ),
-                    post_commithook_properties=delta.AFTER_COMMIT,
-                )
-        return CommitResult(
-            written=absent.num_rows, duplicates=batch.num_rows - absent.num_rows, version=table.version()
-        )
-
-
-def _literal(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
 
 # A created event for an object the table already holds, but later than the held one: the object was
 # created again (after a removal, or re-uploaded with the same bytes). The row takes the new event, so
@@ -384,21 +301,6 @@ RECREATED = (
     "AND (t.event_source <> 'backfill' OR s._refresh_floor >= t.event_time)"
 )
 _REFRESH_MARGIN = timedelta(seconds=1)
-
-
-def _may_be_recreated(batch: pa.Table, held: pa.Table) -> bool:
-    """Whether a created event of the batch is later than the held row of its identity: the part of
-    `RECREATED` that holds for every re-creation (the MERGE then applies the rest, the backfill margin)."""
-    if held.num_rows == 0:
-        return False
-    pairs = batch.select(["event_id", "event_kind", "event_time"]).join(
-        held.rename_columns(["event_id", "held_time"]), "event_id"
-    )
-    later = pc.and_(
-        pc.equal(pairs.column("event_kind"), "created"),
-        pc.greater(pairs.column("event_time"), pairs.column("held_time")),
-    )
-    return bool(pc.any(later).as_py())
 
 
 class MetadataTable(_IdentityTable):
@@ -437,8 +339,6 @@ class MetadataTable(_IdentityTable):
             commit_attempts=commit_attempts,
             window=None if dedupe_window is None else ("captured_at", dedupe_window, extend_to),
             refresh_when=RECREATED,
-            might_refresh=_may_be_recreated,
-            held_columns=("event_time",),
             partition=ID_BUCKET,
         )
 
