@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -249,12 +249,9 @@ def _holds_none_of(table: DeltaTable, rows: pa.Table, record_key: tuple[str, ...
     statistics may be truncated prefixes and floats hold NaN: such columns prove nothing here."""
     files = pa.table(table.get_add_actions(flatten=True))
     missed = pa.repeat(False, files.num_rows)
-    for name in record_key:
-        column = rows.column(name)
-        if not pa.types.is_integer(column.type) or f"min.{name}" not in files.column_names:
+    for name, low, high in _key_bounds(rows, record_key, strings=False):
+        if f"min.{name}" not in files.column_names:
             continue
-        bounds = pc.min_max(column)
-        low, high = bounds["min"], bounds["max"]
         if not low.is_valid:  # every key null: a null key equals nothing
             return True
         lowest, highest = files.column(f"min.{name}"), files.column(f"max.{name}")
@@ -272,17 +269,26 @@ def _key_ranges(rows: pa.Table, record_key: tuple[str, ...]) -> list[str]:
     the same range itself with streamed_exec=False, but then it may build its join's hash table on the
     target's side: a target part smaller on disk than the batch in memory, many times its size in RAM.)"""
     conditions = []
-    for name in record_key:
-        column = rows.column(name)
-        if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)):
-            continue  # no literal we write for it (floats: NaN; times: zones); the whole target is scanned
-        bounds = pc.min_max(column)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    # Other key types have no literal we write (floats: NaN; times: zones): the whole target is scanned.
+    for name, low_scalar, high_scalar in _key_bounds(rows, record_key, strings=True):
+        low, high = low_scalar.as_py(), high_scalar.as_py()
         if low is None:  # every key null: they match nothing
             continue
         low, high = (_sql_string(v) if isinstance(v, str) else str(int(v)) for v in (low, high))
         conditions.append(f"t.`{name}` >= {low} AND t.`{name}` <= {high}")
     return conditions
+
+
+def _key_bounds(
+    rows: pa.Table, record_key: tuple[str, ...], *, strings: bool
+) -> Iterator[tuple[str, pa.Scalar, pa.Scalar]]:
+    """The batch's min and max of each integer key column (and string one, with `strings`): null scalars
+    when every key is null."""
+    for name in record_key:
+        column = rows.column(name)
+        if pa.types.is_integer(column.type) or (strings and pa.types.is_string(column.type)):
+            bounds = pc.min_max(column)
+            yield name, bounds["min"], bounds["max"]
 
 
 def _described(checkpoint: Checkpoint | None) -> str:
