@@ -62,6 +62,7 @@ def build_capture(settings: Settings, *, cycle_interval_seconds: float = 0.0) ->
         storage_options=storage_options,
         commit_attempts=attempts,
         dedupe_window=timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS)),
+        known_ids=settings.get(keys.METADATA_DEDUPE_IDS_IN_MEMORY),
     )
     quarantine = QuarantineTable(
         settings.require(keys.QUARANTINE_TABLE_PATH),

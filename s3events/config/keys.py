@@ -54,6 +54,7 @@ __all__ = [
     "MAINTENANCE_TARGET_FILE_BYTES",
     "MAINTENANCE_VACUUM_RETENTION_HOURS",
     "MESSAGE_MAX_BYTES",
+    "METADATA_DEDUPE_IDS_IN_MEMORY",
     "METADATA_DEDUPE_WINDOW_DAYS",
     "METADATA_TABLE_PATH",
     "METRICS_HOST",
@@ -265,6 +266,16 @@ METADATA_DEDUPE_WINDOW_DAYS: Key[int] = Key(
     "flat as the table grows; a batch holding older events (a message redriven from a dead-letter queue "
     "comes back with a new enqueue time) reads back to its oldest event time instead, so 15 is safe and "
     "larger values only cost time.",
+    group="Metadata table",
+)
+METADATA_DEDUPE_IDS_IN_MEMORY: Key[bool] = Key(
+    name="s3events.metadata.dedupe.ids.in.memory",
+    type=BoolType(),
+    default=True,
+    doc="Capture keeps the event ids of the dedupe window in memory (8 bytes each: 80 MB for 10 million "
+    "events), read once at start, so a batch of new events is appended without reading the window back; "
+    "a batch holding a known id still goes through the MERGE. false: every commit is a MERGE (more CPU "
+    "and storage reads per event, no memory per id).",
     group="Metadata table",
 )
 QUARANTINE_RAW_MAX_CHARS: Key[int] = Key(

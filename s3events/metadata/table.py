@@ -11,10 +11,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties
+from deltalake import CommitProperties, QueryBuilder, write_deltalake
+from deltalake.exceptions import DeltaError
 
+from s3events.errors import TransientError
 from s3events.events.record import EventRecord, QuarantineRecord, dedupe
 from s3events.infra import aws, delta
+from s3events.metadata.known_ids import KnownIds, prefixes
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +262,7 @@ class _IdentityTable:
             if self._window is not None:
                 # A literal bound on a target column: delta-rs skips older files by their statistics.
                 column, since = self._window[0], self._window_start(batch)
-                predicate = f"t.{column} >= '{since.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}' AND {predicate}"
+                predicate = f"t.{column} >= '{_literal(since)}' AND {predicate}"
             merger = table.merge(
                 batch,
                 predicate=predicate,
@@ -303,6 +306,10 @@ RECREATED = (
 _REFRESH_MARGIN = timedelta(seconds=1)
 
 
+def _literal(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class MetadataTable(_IdentityTable):
     """One row per object event, deduplicated by event_id; change data feed on.
 
@@ -327,6 +334,7 @@ class MetadataTable(_IdentityTable):
         commit_attempts: int = 10,
         dedupe_window: timedelta | None = None,
         window_follows_events: bool = True,
+        known_ids: bool = False,
     ) -> None:
         extend_to = "event_time" if window_follows_events else None
         super().__init__(
@@ -341,16 +349,122 @@ class MetadataTable(_IdentityTable):
             refresh_when=RECREATED,
             partition=ID_BUCKET,
         )
+        # With `known_ids` (capture: one long-lived writer), the ids the table holds are kept in memory, and
+        # a batch of only new ids is appended instead of MERGEd (`_append_new`).
+        self._keep_known = known_ids
+        self._known: KnownIds | None = None
 
     def commit(self, records: Sequence[EventRecord], *, custom_metadata: Mapping[str, str]) -> CommitResult:
         unique, in_batch_duplicates = dedupe(list(records))
         if not unique:
             return CommitResult(written=0, duplicates=in_batch_duplicates, version=self.version())
         batch = _metadata_batch(unique)
-        floor = pc.subtract(batch.column("event_time"), pa.scalar(_REFRESH_MARGIN, pa.duration("us")))
-        batch = batch.append_column("_refresh_floor", floor.cast(_TS))
-        result = self.insert_absent(batch, custom_metadata=custom_metadata)
-        return replace(result, duplicates=result.duplicates + in_batch_duplicates)
+        result, conflicts = self._append_new(batch, custom_metadata) if self._keep_known else (None, 0)
+        if result is None:
+            known_at = None if self._known is None else self._known.version
+            floor = pc.subtract(batch.column("event_time"), pa.scalar(_REFRESH_MARGIN, pa.duration("us")))
+            result = self.insert_absent(
+                batch.append_column("_refresh_floor", floor.cast(_TS)), custom_metadata=custom_metadata
+            )
+            if self._known is not None and known_at is not None and result.version == known_at + 1:
+                # The MERGE was the very next version: the table now holds every id of the batch.
+                self._known.add(batch.column("event_id"), version=known_at + 1, now=datetime.now(UTC))
+        return replace(
+            result, duplicates=result.duplicates + in_batch_duplicates, conflicts=result.conflicts + conflicts
+        )
+
+    def _append_new(
+        self, batch: pa.Table, custom_metadata: Mapping[str, str]
+    ) -> tuple[CommitResult | None, int]:
+        """Append the batch when the ids in memory say the table holds none of its ids, as exactly the
+        version after the one they describe: `max_commit_retries=0` makes a commit that lost that version
+        to another writer fail (CommitConflict: catch up and check again) instead of landing after rows
+        the check never saw. None: the batch may hold a known id (a redelivery, a re-creation) or reaches
+        back before the ids kept; the MERGE decides it. With the conflicts met on the way. An append writes
+        data files only, and the change feed reads them as inserts."""
+        attempts = 0
+
+        @delta.retry_conflicts(self._attempts)
+        def attempt() -> CommitResult | None:
+            nonlocal attempts
+            attempts += 1
+            table = self._fresh()
+            known = self._caught_up(table)
+            since = None if self._window is None else self._window_start(batch)
+            ids = batch.column("event_id")
+            if not known.covers(since) or known.may_hold_any(ids):
+                return None
+            with delta.committing(self.path, kind="metadata"):
+                write_deltalake(
+                    table,
+                    batch.select(pa.schema(table.schema()).names),
+                    mode="append",
+                    commit_properties=CommitProperties(
+                        custom_metadata=dict(custom_metadata), max_commit_retries=0
+                    ),
+                    post_commithook_properties=delta.AFTER_COMMIT,
+                )
+            known.add(ids, version=known.version + 1, now=datetime.now(UTC))
+            return CommitResult(written=batch.num_rows, duplicates=0, version=known.version)
+
+        result = attempt()
+        return result, attempts - 1
+
+    def _caught_up(self, table: Any) -> KnownIds:
+        """The ids in memory, brought to the table's loaded version: the ids of other writers' commits since
+        are read from the change feed (an append: its data files; a MERGE: its change files; compaction
+        adds none). Read whole from the window's rows on first use, or when the feed cannot serve it."""
+        version, now = table.version(), datetime.now(UTC)
+        known = self._known
+        if known is not None and known.version > version:
+            known = None  # the table was replaced under us
+        if known is not None and known.version < version:
+            try:
+                reader = table.load_cdf(
+                    starting_version=known.version + 1, ending_version=version, columns=["event_id"]
+                )
+                known.add(
+                    pa.RecordBatchReader.from_stream(reader).read_all().column(0), version=version, now=now
+                )
+            except (OSError, DeltaError, pa.ArrowException, ValueError) as exc:
+                translated = delta.translate(
+                    exc, action="cannot read the metadata table's changes", path=self.path
+                )
+                if isinstance(translated, TransientError):
+                    raise translated from exc
+                log.warning(
+                    "re-reading the event ids of %s: its change feed did not serve them: %s", self.path, exc
+                )
+                known = None
+        if known is None:
+            known = self._read_known(table, now)
+        elif self._window is not None:
+            known.expire(now=now, window=self._window[1])
+        self._known = known
+        return known
+
+    def _read_known(self, table: Any, now: datetime) -> KnownIds:
+        """The ids of the rows captured within the window (all rows without one), streamed: memory follows
+        the ids kept, 8 bytes each."""
+        floor = None if self._window is None else now - self._window[1]
+        where = "" if floor is None else f""" WHERE "captured_at" >= '{_literal(floor)}'"""
+        started = time.monotonic()
+        parts = []
+        try:
+            reader = QueryBuilder().register("t", table).execute(f'SELECT "event_id" FROM t{where}')
+            for part in pa.RecordBatchReader.from_stream(reader):
+                parts.append(prefixes(part.column(0)))
+        except (OSError, DeltaError, pa.ArrowException) as exc:  # a failed read comes out of the stream
+            raise delta.translate(exc, action="cannot read the metadata table", path=self.path) from exc
+        known = KnownIds.loaded(parts, version=table.version(), floor=floor, skew=_CLOCK_SKEW, now=now)
+        log.info(
+            "read %d event ids of %s (version %d) in %.1f s: new events are appended while their ids are new",
+            len(known),
+            self.path,
+            known.version,
+            time.monotonic() - started,
+        )
+        return known
 
 
 class QuarantineTable(_IdentityTable):

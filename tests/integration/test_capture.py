@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from s3events.capture.heartbeat import VisibilityHeartbeat
 from s3events.capture.queue import SqsQueue
@@ -119,7 +120,8 @@ def test_test_event_is_recognised_written_nowhere_and_deleted(make_stack, sqs):
     assert not Path(stack.metadata_path, "_delta_log", "00000000000000000001.json").exists()
 
 
-def test_redelivered_and_duplicated_messages_add_no_rows(make_stack, s3, sqs):
+@pytest.mark.parametrize("ids_in_memory", ["true", "false"])
+def test_redelivered_and_duplicated_messages_add_no_rows(make_stack, s3, sqs, ids_in_memory):
     stack = make_stack()
     for i in range(5):
         s3.put_object(Bucket=stack.bucket, Key=f"dup/{i}.json", Body=b"{}")
@@ -132,16 +134,20 @@ def test_redelivered_and_duplicated_messages_add_no_rows(make_stack, s3, sqs):
         sqs.send_message(QueueUrl=stack.queue_url, MessageBody=body)
         sqs.send_message(QueueUrl=stack.queue_url, MessageBody=body)
 
-    first = capture_once(stack)
+    first = capture_once(stack, metadata__dedupe__ids__in__memory=ids_in_memory)
     # The same notifications arrive again in a later run (redelivery after a lost delete).
     for body in bodies:
         sqs.send_message(QueueUrl=stack.queue_url, MessageBody=body)
-    second = capture_once(stack)
+    second = capture_once(stack, metadata__dedupe__ids__in__memory=ids_in_memory)
 
     rows = metadata_rows(stack)
     assert sorted(r["key"] for r in rows) == [f"dup/{i}.json" for i in range(5)]
     assert first.written == 5 and first.duplicates == 10
     assert second.written == 0 and second.duplicates == 5
+    # With the ids in memory, new events are appended, else MERGEd; the redelivered ones take the MERGE,
+    # which finds them all held and commits nothing.
+    operations = [h["operation"] for h in DeltaTable(stack.metadata_path).history()]
+    assert operations == ["WRITE" if ids_in_memory == "true" else "MERGE", "CREATE TABLE"]
 
 
 def test_failed_commit_deletes_no_message_and_next_run_captures_all(make_stack, s3, sqs, tmp_path):

@@ -61,7 +61,10 @@ def test_two_capture_processes_on_one_queue_lose_and_duplicate_nothing(make_stac
     versions = sorted(h["version"] for h in history)
     assert versions == list(range(len(versions)))
     operations = [h["operation"] for h in sorted(history, key=lambda h: h["version"])]
-    assert operations[0] == "CREATE TABLE" and set(operations[1:]) == {"MERGE"}
+    # new events are appended; a batch holding an id already held (a redelivery, or the same object PUT
+    # again) goes through the MERGE, and each process catches up with the other's commits
+    assert operations[0] == "CREATE TABLE" and "WRITE" in operations
+    assert set(operations[1:]) <= {"MERGE", "WRITE"}
     assert {h.get("s3events.writer") for h in history if h["version"] > 0} == {"capture"}
     # both processes did real work (the queue was shared, not drained by one alone)
     assert all("capture cycle: received=" in log for log in logs), logs
