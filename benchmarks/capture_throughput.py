@@ -5,7 +5,8 @@ endpoint, and capture's memory while it drains a large backlog.
     .venv/bin/python benchmarks/capture_throughput.py --messages 1000 --batch 1000 --batch-seconds 600
     .venv/bin/python benchmarks/capture_throughput.py --sqs elasticmq --messages 5000 --rounds 3 --batch 1000
     .venv/bin/python benchmarks/capture_throughput.py --sqs elasticmq --backlog 100000 --batch 1000
-    (--maintenance: maintenance between cycles; --backlog takes --metadata DIR too)
+    (--maintenance: maintenance between cycles; --backlog takes --metadata DIR too; --ids-in-memory false:
+    every commit a MERGE, s3events.metadata.dedupe.ids.in.memory=false, to compare in one session)
 
 `--sqs moto` (the default) runs moto_server; `--sqs elasticmq` runs ElasticMQ, a JVM SQS server that
 answers in milliseconds at any queue depth (benchmarks/elasticmq.py fetches it with mvn on first use into
@@ -43,7 +44,9 @@ the expected cycles. It needs ElasticMQ at 100,000 (moto takes 0.4 s per receive
 small files for the duplicate check to read, and memory and cycle time follow that file count.
 `--metadata DIR` keeps the metadata table in DIR across runs (a fresh process against a grown table).
 
-Figures (2 cores shared, load 5-10, `nice -n 10`; docs/capture.md#capture-under-a-backlog):
+Figures with the ids in memory (be964eb, load about 1): README "Capture's client CPU" and
+docs/capture.md#capture-under-a-backlog. Earlier figures, with an append that scanned the window on every
+commit (2 cores shared, load 5-10, `nice -n 10`):
 - `--sqs elasticmq --backlog 100000 --batch 1000`: filled in 49-67 s; drained in 302-319 s (313-331/s);
   RSS 176 MiB before, peak 472-484 MiB (+296/+307), growing ~2.4 MiB per commit as small files pile up
   (cycle time 1.4 s -> 5.7 s); largest cycle 1000 messages (cap 1000).
@@ -275,6 +278,12 @@ def main() -> int:
         action="store_true",
         help="table maintenance between cycles, as `s3events capture --continuous` runs it",
     )
+    parser.add_argument(
+        "--ids-in-memory",
+        choices=("true", "false"),
+        default="true",
+        help="s3events.metadata.dedupe.ids.in.memory: false makes every commit a MERGE (the earlier design)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
@@ -299,6 +308,7 @@ def main() -> int:
                 f"s3events.source.queue.max.batch.seconds={args.batch_seconds}",
                 # above the gathering budget, as the key's documentation asks
                 f"s3events.source.queue.visibility.timeout={max(30, int(args.batch_seconds * 2))}",
+                f"s3events.metadata.dedupe.ids.in.memory={args.ids_in_memory}",
             ],
         )
         capture = build_capture(settings)
