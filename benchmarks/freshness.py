@@ -1,6 +1,7 @@
 """Freshness: PUT -> row visible in the metadata table, and PUT -> row visible in the target table.
 
     .venv/bin/python benchmarks/freshness.py [--rates 1,10,100] [--seconds 30] [--rounds 3] [--sync 1]
+    .venv/bin/python benchmarks/freshness.py --sqs elasticmq --rates 100 --seconds 20 --rounds 1
 
 Both processes run continuously, as an operator runs them: the real console script in two child
 processes, `s3events capture --continuous` and `s3events ingest --continuous`, each with
@@ -31,6 +32,14 @@ receive = PUT -> captured_at (notification, long-poll return, batch gathering, a
 capture commit = captured_at -> metadata visible, ingest wait = metadata visible -> _ingested_at,
 ingest read+commit = _ingested_at -> target visible (reading the files, the commit).
 
+`--sqs elasticmq` takes moto's SQS out of the path: at 100 files a second moto's SQS, which scans its
+whole queue on every receive, is what falls behind first. Capture then polls an ElasticMQ queue
+(benchmarks/elasticmq.py: a JVM SQS server fetched with mvn) and ingest reads the files from moto's S3;
+moto's S3 cannot notify ElasticMQ, so this process sends each object's notification itself right after
+its PUT is answered: the S3 event JSON S3 sends (`ObjectCreated:Put`, the PUT's ETag, size and a
+sequencer). The time S3 itself takes to deliver a notification (typically under a second) is not in
+these figures.
+
 Per round and rate it prints p50/p99 of both; at the end the medians over rounds, the load average
 during each phase (other work on a shared machine moves these figures) and where the children's logs are
 (with `--keep`).
@@ -39,6 +48,7 @@ during each phase (other work on a shared machine moves these figures) and where
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -51,15 +61,16 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote_plus, unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow.parquet as pq
 
+from benchmarks.elasticmq import ElasticMQ
 from s3events.dev import provision
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
@@ -131,15 +142,44 @@ def file_body(n: int) -> bytes:
     ).encode()
 
 
-def put_at_rate(s3: Any, prefix: str, rate: float, seconds: float, first: int) -> dict[str, float]:
+@dataclass
+class Notifier:
+    """Sends the notification S3 would send for an object just PUT (`--sqs elasticmq`)."""
+
+    sqs: Any
+    queue_url: str
+
+    def created(self, key: str, size: int, etag: str, n: int) -> None:
+        record = {
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "awsRegion": "us-east-1",
+            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+            "eventName": "ObjectCreated:Put",
+            "s3": {
+                "s3SchemaVersion": "1.0",
+                "configurationId": "freshness",
+                "bucket": {"name": BUCKET, "arn": f"arn:aws:s3:::{BUCKET}"},
+                "object": {"key": quote_plus(key), "size": size, "eTag": etag, "sequencer": f"{n:018X}"},
+            },
+        }
+        self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps({"Records": [record]}))
+
+
+def put_at_rate(
+    s3: Any, prefix: str, rate: float, seconds: float, first: int, notifier: Notifier | None = None
+) -> dict[str, float]:
     """PUT `rate` files a second for `seconds`, on a fixed schedule; uri -> when its PUT was answered."""
     count = max(1, round(rate * seconds))
     done: dict[str, float] = {}
 
     def put(n: int) -> None:
         key = f"{prefix}/{n:07d}.json"
-        s3.put_object(Bucket=BUCKET, Key=key, Body=file_body(n))
+        body = file_body(n)
+        answer = s3.put_object(Bucket=BUCKET, Key=key, Body=body)
         done[f"s3://{BUCKET}/{key}"] = time.time()
+        if notifier is not None:
+            notifier.created(key, len(body), answer["ETag"].strip('"'), n)
 
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="put") as pool:
         start = time.monotonic()
@@ -287,6 +327,12 @@ def main() -> int:
     parser.add_argument("--sync", type=float, default=1.0, help="--min-sync-interval-seconds of both")
     parser.add_argument("--conf", action="append", default=[], help="extra KEY=VALUE for both children")
     parser.add_argument("--keep", metavar="DIR", help="keep tables and the children's logs in DIR")
+    parser.add_argument(
+        "--sqs",
+        choices=("moto", "elasticmq"),
+        default="moto",
+        help="moto: S3 notifies moto's SQS; elasticmq: capture polls ElasticMQ, notified by this process",
+    )
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     logging.basicConfig(level=logging.WARNING)
@@ -298,24 +344,37 @@ def main() -> int:
     children: list[subprocess.Popen[bytes]] = []
     phases: list[Phase] = []
     try:
-        with LocalEndpoint(log_path=work / "moto.log") as endpoint:
+        with LocalEndpoint(log_path=work / "moto.log") as endpoint, contextlib.ExitStack() as stack:
             options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
-            made = provision.notifying_bucket(options, bucket=BUCKET, queue=QUEUE)
             s3 = aws.client(options, "s3")
             props = work / "fresh.properties"
-            write_props(props, endpoint.url, made.queue_url, work, args.conf)
-            children.append(start_child("capture", props, args.sync, work / "capture.log"))
+            capture_props = props
+            notifier = None
+            if args.sqs == "elasticmq":
+                # capture talks to SQS only (its tables are local), ingest to S3 only: one endpoint each
+                sqs_server = stack.enter_context(ElasticMQ())
+                sqs_options = aws.AwsOptions(region="us-east-1", endpoint_url=sqs_server.url)
+                queue_url, _ = provision.create_queue(sqs_options, QUEUE)
+                s3.create_bucket(Bucket=BUCKET)
+                notifier = Notifier(aws.client(sqs_options, "sqs"), queue_url)
+                capture_props = work / "capture.properties"
+                write_props(capture_props, sqs_server.url, queue_url, work, args.conf)
+                write_props(props, endpoint.url, queue_url, work, args.conf)
+            else:
+                made = provision.notifying_bucket(options, bucket=BUCKET, queue=QUEUE)
+                write_props(props, endpoint.url, made.queue_url, work, args.conf)
+            children.append(start_child("capture", capture_props, args.sync, work / "capture.log"))
             children.append(start_child("ingest", props, args.sync, work / "ingest.log"))
             meta = TableWatch(work / "metadata", ("bucket", "key", "captured_at"))
             target = TableWatch(work / "fresh", ("_source_file", "_ingested_at"))
-            warm = put_at_rate(s3, "warmup", 2.0, 1.5, 0)
+            warm = put_at_rate(s3, "warmup", 2.0, 1.5, 0, notifier)
             wait_for(set(warm), [meta, target], timeout=300, children=children)
             print(f"warm: both processes running (logs in {work}); load {os.getloadavg()[0]:.2f}")
             n = 1000
             for round_no in range(1, args.rounds + 1):
                 for rate in rates:
                     load0 = os.getloadavg()[0]
-                    put = put_at_rate(s3, f"r{round_no}/rate{rate:g}", rate, args.seconds, n)
+                    put = put_at_rate(s3, f"r{round_no}/rate{rate:g}", rate, args.seconds, n, notifier)
                     n += len(put)
                     wait_for(set(put), [meta, target], timeout=300 + args.seconds, children=children)
                     phase = measure(put, meta, target, rate, (load0, os.getloadavg()[0]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import uuid
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from s3events.ingest.files.objects import (
     LINE_SCHEMA,
     NOT_FOUND,
     ObjectReadError,
+    fetch,
     read_lines,
     read_parquet,
 )
@@ -78,6 +80,20 @@ def test_plain_lines_carry_lineage_and_keep_empty_lines(s3, bucket, aws_options)
     assert set(table["_source_etag"].to_pylist()) == {file.etag}
     assert set(table["_event_time"].to_pylist()) == {EVENT_TIME}
     assert table["_error"].null_count == table.num_rows
+
+
+def test_an_object_larger_than_its_event_states_is_not_fetched_whole_but_the_line_path_reads_it(
+    s3, bucket, aws_options
+):
+    body = b'{"a": 1}\n{"a": 2}\n'
+    stated = put(s3, bucket, "stated.json", body)
+    understated = dataclasses.replace(stated, size=len(body) - 1)  # a forged or corrupt event
+
+    assert fetch(stated, aws_options).data == body
+    refused = fetch(understated, aws_options)
+    assert refused.data is None and refused.reason == "18 bytes, more than its event states (17)"
+    # The fast path leaves it to the line path, which lands every line all the same.
+    assert lines_of(understated, aws_options).column("_source_line").to_pylist() == [1, 2]
 
 
 def test_crlf_line_endings_are_stripped_once(s3, bucket, aws_options):

@@ -19,7 +19,6 @@ group) declines the whole file and the task removes the data files it had writte
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import math
@@ -62,7 +61,12 @@ log = logging.getLogger(__name__)
 _TS = pa.timestamp("us", tz="UTC")
 _TASK_BYTES = 128 << 20  # source bytes per task: one output file each, at least one task per core
 _FLUSH_BYTES = 128 << 20  # Arrow bytes a task holds before it writes a file (bounds its memory)
-_FETCH_AHEAD = 2  # objects a task downloads ahead of the one it parses (each at most MAX_OBJECT_BYTES)
+# Objects a task downloads ahead of the one it parses: always 2 (each at most MAX_OBJECT_BYTES), and more,
+# up to 16, while their sizes (as their events state them, which `fetch` holds them to) add up to at most
+# 16 MiB: a batch of many small files is bound by GET latency, not bytes (100 files a second).
+_FETCH_AHEAD = 2
+_FETCH_AHEAD_MAX = 16
+_FETCH_AHEAD_BYTES = 16 << 20
 _OUT_SCHEMA = pa.schema(
     [
         *[f.with_nullable(True) for f in WRITTEN_FILE_SCHEMA],
@@ -290,7 +294,7 @@ def _fast_task(
     )
     finish = partial(_finish, partition_by=partition_by, ingested_at=ingested_at)
     remove = partial(remove_data_files, table_uri, options=aws)
-    with ThreadPoolExecutor(max_workers=_FETCH_AHEAD, thread_name_prefix="s3events-fetch") as pool:
+    with ThreadPoolExecutor(max_workers=_FETCH_AHEAD_MAX, thread_name_prefix="s3events-fetch") as pool:
         for ref, fetched in _fetched_ahead(pool, refs, aws):
             parsed = (
                 parser.parse(fetched.data, ref, fetched.etag, hints)
@@ -361,17 +365,36 @@ def _fetched_ahead(
     pool: ThreadPoolExecutor, refs: list[FileRef], aws: AwsOptions
 ) -> Iterator[tuple[FileRef, Fetched]]:
     """The task's objects in order, the next ones already downloading while one is parsed: a GET's
-    latency (first byte from S3 is tens of milliseconds) overlaps with parsing instead of adding to it."""
+    latency (first byte from S3 is tens of milliseconds) overlaps with parsing and with other GETs
+    instead of adding to them."""
     waiting: deque[tuple[FileRef, Future[Fetched]]] = deque()
-    upcoming = iter(refs)
-    for ref in itertools.islice(upcoming, _FETCH_AHEAD):
-        waiting.append((ref, pool.submit(fetch, ref, aws)))
+    upcoming = deque(refs)
+    in_flight = 0  # bytes, by `_fetch_cost`
+
+    def submit_more() -> None:
+        nonlocal in_flight
+        while upcoming and (
+            len(waiting) < _FETCH_AHEAD
+            or (
+                len(waiting) < _FETCH_AHEAD_MAX and in_flight + _fetch_cost(upcoming[0]) <= _FETCH_AHEAD_BYTES
+            )
+        ):
+            ref = upcoming.popleft()
+            in_flight += _fetch_cost(ref)
+            waiting.append((ref, pool.submit(fetch, ref, aws)))
+
+    submit_more()
     while waiting:
         ref, future = waiting.popleft()
-        following = next(upcoming, None)
-        if following is not None:
-            waiting.append((following, pool.submit(fetch, following, aws)))
+        in_flight -= _fetch_cost(ref)
+        submit_more()
         yield ref, future.result()
+
+
+def _fetch_cost(ref: FileRef) -> int:
+    """What fetching `ref` may hold: its stated size (`fetch` refuses more), or the in-memory limit for a
+    compressed file (it may expand a thousandfold) and one whose size is unknown."""
+    return MAX_OBJECT_BYTES if codec_for_key(ref.key) or ref.size is None else ref.size
 
 
 def _finish(table: pa.Table, uri: str, *, partition_by: tuple[str, ...], ingested_at: datetime) -> pa.Table:

@@ -321,6 +321,10 @@ def fetch(file: FileRef, options: AwsOptions) -> Fetched:
         try:
             if obj.size > MAX_OBJECT_BYTES:
                 return Fetched(None, reason="larger than the in-memory limit")
+            if file.size is not None and obj.size > file.size:
+                # The version its event names cannot be larger than the event says: a forged or corrupt
+                # event. Downloads ahead are budgeted by the stated sizes, so it is not read here.
+                return Fetched(None, reason=f"{obj.size} bytes, more than its event states ({file.size})")
             raw = obj.read()
             etag = obj.etag
         finally:
