@@ -114,27 +114,29 @@ def _partitions(table: Any) -> list[str]:
 
 
 def _metadata_batch(records: Sequence[EventRecord]) -> pa.Table:
-    columns: dict[str, list[Any]] = {name: [] for name in METADATA_SCHEMA.names}
-    for r in records:
-        e = r.event
-        for name, value in (
-            ("event_id", e.event_id),
-            ("bucket", e.bucket),
-            ("key", e.key),
-            ("size", e.size),
-            ("etag", e.etag),
-            ("version_id", e.version_id),
-            ("sequencer", e.sequencer),
-            ("event_name", e.event_name),
-            ("event_kind", e.kind),
-            ("event_time", e.event_time),
-            ("event_source", r.source),
-            ("message_id", r.message_id),
-            ("captured_at", r.captured_at),
-            (ID_BUCKET, id_bucket(e.event_id)),
-        ):
-            columns[name].append(value)
-    return pa.Table.from_pydict(columns, schema=METADATA_SCHEMA)
+    """The rows of `records`, built column by column (each event's id hashed once: capture's CPU per
+    message counts this)."""
+    events = [r.event for r in records]
+    ids = pa.array([e.event_id for e in events], pa.string())
+    columns: dict[str, Any] = {
+        "event_id": ids,
+        "bucket": [e.bucket for e in events],
+        "key": [e.key for e in events],
+        "size": [e.size for e in events],
+        "etag": [e.etag for e in events],
+        "version_id": [e.version_id for e in events],
+        "sequencer": [e.sequencer for e in events],
+        "event_name": [e.event_name for e in events],
+        "event_kind": [e.kind for e in events],
+        "event_time": [e.event_time for e in events],
+        "event_source": [r.source for r in records],
+        "message_id": [r.message_id for r in records],
+        "captured_at": [r.captured_at for r in records],
+        ID_BUCKET: id_buckets(ids),
+    }
+    return pa.Table.from_pydict(
+        {name: columns[name] for name in METADATA_SCHEMA.names}, schema=METADATA_SCHEMA
+    )
 
 
 def _quarantine_batch(records: Sequence[QuarantineRecord]) -> pa.Table:
