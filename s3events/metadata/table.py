@@ -113,22 +113,19 @@ def _partitions(table: Any) -> list[str]:
     return list(table.metadata().partition_columns)
 
 
+# Metadata columns that are an `ObjectEvent` attribute of the same name.
+_EVENT_COLUMNS = ("bucket", "key", "size", "etag", "version_id", "sequencer", "event_name", "event_time")
+
+
 def _metadata_batch(records: Sequence[EventRecord]) -> pa.Table:
     """The rows of `records`, built column by column (each event's id hashed once: capture's CPU per
     message counts this)."""
     events = [r.event for r in records]
     ids = pa.array([e.event_id for e in events], pa.string())
     columns: dict[str, Any] = {
+        **{name: [getattr(e, name) for e in events] for name in _EVENT_COLUMNS},
         "event_id": ids,
-        "bucket": [e.bucket for e in events],
-        "key": [e.key for e in events],
-        "size": [e.size for e in events],
-        "etag": [e.etag for e in events],
-        "version_id": [e.version_id for e in events],
-        "sequencer": [e.sequencer for e in events],
-        "event_name": [e.event_name for e in events],
         "event_kind": [e.kind for e in events],
-        "event_time": [e.event_time for e in events],
         "event_source": [r.source for r in records],
         "message_id": [r.message_id for r in records],
         "captured_at": [r.captured_at for r in records],
