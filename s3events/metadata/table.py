@@ -360,14 +360,15 @@ class MetadataTable(_IdentityTable):
         batch = _metadata_batch(unique)
         result, conflicts = self._append_new(batch, custom_metadata) if self._keep_known else (None, 0)
         if result is None:
-            known_at = None if self._known is None else self._known.version
             floor = pc.subtract(batch.column("event_time"), pa.scalar(_REFRESH_MARGIN, pa.duration("us")))
             result = self.insert_absent(
                 batch.append_column("_refresh_floor", floor.cast(_TS)), custom_metadata=custom_metadata
             )
-            if self._known is not None and known_at is not None and result.version == known_at + 1:
-                # The MERGE was the very next version: the table now holds every id of the batch.
-                self._known.add(batch.column("event_id"), version=known_at + 1, now=datetime.now(UTC))
+            # The MERGE committed the very next version: the table now holds every id of the batch. (A MERGE
+            # that wrote nothing commits nothing: the next version may then be another writer's.)
+            known = self._known
+            if known is not None and result.written and result.version == known.version + 1:
+                known.add(batch.column("event_id"), version=known.version + 1, now=datetime.now(UTC))
         return replace(
             result, duplicates=result.duplicates + in_batch_duplicates, conflicts=result.conflicts + conflicts
         )

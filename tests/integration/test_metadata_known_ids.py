@@ -122,6 +122,38 @@ def test_a_writer_that_commits_the_same_events_between_our_check_and_our_commit_
     assert sorted(event_ids(path).values()) == [1, 1, 1, 1]  # seed, x, y, z: each once
 
 
+class MergeRacedTable(MetadataTable):
+    """Capture's table whose MERGE is preceded by another writer's commit of `racing` events: the version
+    after the ids in memory is then that writer's, not the MERGE's."""
+
+    def __init__(self, path: str, racing: list[EventRecord]) -> None:
+        super().__init__(path, storage_options={}, dedupe_window=WINDOW, known_ids=True)
+        self._racing = racing
+
+    def insert_absent(self, batch: Any, *, custom_metadata: Any) -> Any:
+        if self._racing:
+            racing, self._racing = self._racing, []
+            other_writer(self.path).commit(racing, custom_metadata={"writer": "other"})
+        return super().insert_absent(batch, custom_metadata=custom_metadata)
+
+
+def test_a_merge_that_finds_only_duplicates_after_another_writers_commit_leaves_that_commit_to_catch_up(
+    tmp_path,
+):
+    path = str(tmp_path / "metadata")
+    table = MergeRacedTable(path, racing=[record("backfilled")])
+    table._racing, racing = [], table._racing
+    table.commit([record("a")], custom_metadata={})
+    table._racing = racing
+
+    redelivered = table.commit([record("a")], custom_metadata={})  # MERGE; "backfilled" lands just before
+    later = table.commit([record("backfilled"), record("new")], custom_metadata={})
+
+    assert (redelivered.written, redelivered.duplicates) == (0, 1)
+    assert (later.written, later.duplicates) == (1, 1)
+    assert sorted(event_ids(path).values()) == [1, 1, 1]
+
+
 def test_an_object_created_again_refreshes_its_row_through_the_merge(tmp_path):
     path = str(tmp_path / "metadata")
     table = capture_table(path)
