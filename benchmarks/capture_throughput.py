@@ -61,7 +61,6 @@ commit (2 cores shared, load 5-10, `nice -n 10`):
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -71,10 +70,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote_plus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import notifications
 from benchmarks.elasticmq import ElasticMQ
 from s3events.capture.service import build_capture
 from s3events.config import load_settings
@@ -85,24 +84,14 @@ from s3events.maintenance.service import PeriodicMaintenance, capture_tables
 
 
 def notification(key: str, n: int) -> str:
-    record = {
-        "eventVersion": "2.1",
-        "eventSource": "aws:s3",
-        "awsRegion": "us-east-1",
-        "eventTime": "2026-11-22T05:00:00.000Z",
-        "eventName": "ObjectCreated:Put",
-        "s3": {
-            "s3SchemaVersion": "1.0",
-            "bucket": {"name": "bench", "arn": "arn:aws:s3:::bench"},
-            "object": {
-                "key": quote_plus(key),
-                "size": 100 + n,
-                "eTag": f"{n:032x}",
-                "sequencer": f"{n:018X}",
-            },
-        },
-    }
-    return json.dumps({"Records": [record]})
+    return notifications.created(
+        bucket="bench",
+        key=key,
+        size=100 + n,
+        etag=f"{n:032x}",
+        sequencer=n,
+        event_time="2026-11-22T05:00:00.000Z",
+    )
 
 
 def fill(sqs: Any, queue_url: str, count: int, round_no: int) -> None:

@@ -64,12 +64,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote_plus, unquote
+from urllib.parse import unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow.parquet as pq
 
+from benchmarks import notifications
 from benchmarks.elasticmq import ElasticMQ
 from s3events.dev import provision
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
@@ -150,20 +151,11 @@ class Notifier:
     queue_url: str
 
     def created(self, key: str, size: int, etag: str, n: int) -> None:
-        record = {
-            "eventVersion": "2.1",
-            "eventSource": "aws:s3",
-            "awsRegion": "us-east-1",
-            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
-            "eventName": "ObjectCreated:Put",
-            "s3": {
-                "s3SchemaVersion": "1.0",
-                "configurationId": "freshness",
-                "bucket": {"name": BUCKET, "arn": f"arn:aws:s3:::{BUCKET}"},
-                "object": {"key": quote_plus(key), "size": size, "eTag": etag, "sequencer": f"{n:018X}"},
-            },
-        }
-        self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps({"Records": [record]}))
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        body = notifications.created(
+            bucket=BUCKET, key=key, size=size, etag=etag, sequencer=n, event_time=now
+        )
+        self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body)
 
 
 def put_at_rate(

@@ -213,9 +213,14 @@ def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def driver_bytes(files: tuple[FileRef, ...]) -> int:
-    """What reading `files` may hold in memory, as `driver.read.max.bytes` counts it: their sizes, a
-    compressed file at the bound its content is read up to (a small .gz may expand a thousandfold)."""
-    return sum(MAX_OBJECT_BYTES if codec_for_key(f.key) else f.size or 0 for f in files)
+    """What reading `files` may hold in memory, as `driver.read.max.bytes` counts it (unknown sizes as 0)."""
+    return sum(_held_bytes(f) or 0 for f in files)
+
+
+def _held_bytes(ref: FileRef) -> int | None:
+    """What reading `ref` may hold: its stated size (`fetch` refuses more), a compressed file at the bound
+    its content is read up to (a small .gz may expand a thousandfold); None when its size is unknown."""
+    return MAX_OBJECT_BYTES if codec_for_key(ref.key) else ref.size
 
 
 def _run_in_driver(
@@ -392,9 +397,9 @@ def _fetched_ahead(
 
 
 def _fetch_cost(ref: FileRef) -> int:
-    """What fetching `ref` may hold: its stated size (`fetch` refuses more), or the in-memory limit for a
-    compressed file (it may expand a thousandfold) and one whose size is unknown."""
-    return MAX_OBJECT_BYTES if codec_for_key(ref.key) or ref.size is None else ref.size
+    """`_held_bytes`, with an unknown size at the in-memory limit: downloads ahead never bet on it."""
+    held = _held_bytes(ref)
+    return MAX_OBJECT_BYTES if held is None else held
 
 
 def _finish(table: pa.Table, uri: str, *, partition_by: tuple[str, ...], ingested_at: datetime) -> pa.Table:
