@@ -41,6 +41,7 @@ from s3events.infra import aws
 from s3events.infra.aws import AwsOptions
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_DICTIONARY_SAMPLE = 1024  # rows that choose each column's encoding
 STRING_STATS_PREFIX = 32
 
 WRITTEN_FILE_SCHEMA = pa.schema(
@@ -101,7 +102,7 @@ def partition_path(partition_values: Mapping[str, str | None]) -> str:
 
 
 def write_data_file(
-    batches: Iterable[pa.RecordBatch],
+    batches: Iterable[pa.RecordBatch | pa.Table],
     *,
     table_uri: str,
     schema: pa.Schema,
@@ -116,6 +117,7 @@ def write_data_file(
     by name and cast; columns the batches lack are written as nulls (they must be nullable), columns the
     schema lacks are an error (ValueError). An empty or null partition value is stored as null (Delta
     has no empty-string partition values). A failed write removes its partial file (best effort).
+    A table becomes row groups of up to a million rows whatever its chunks; a batch is one row group.
     """
     values = {col: (v if v else None) for col, v in (partition_values or {}).items()}
     file_schema = pa.schema([f for f in schema if f.name not in values])
@@ -135,8 +137,10 @@ def write_data_file(
                 if isinstance(filesystem, pafs.LocalFileSystem):
                     filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
                 sink = filesystem.open_output_stream(target)
-                writer = pq.ParquetWriter(sink, file_schema, compression=compression)
-            writer.write_batch(batch)
+                writer = pq.ParquetWriter(
+                    sink, file_schema, compression=compression, use_dictionary=dictionary_columns(batch)
+                )
+            writer.write(batch)
             stats.update(batch)
         if writer is None:
             return None
@@ -182,7 +186,7 @@ def write_partitioned(
     files = []
     for values, part in groups:
         written = write_data_file(
-            part.to_batches(), table_uri=table_uri, schema=schema, options=options, partition_values=values
+            [part], table_uri=table_uri, schema=schema, options=options, partition_values=values
         )
         if written is not None:
             files.append(written)
@@ -245,7 +249,42 @@ def _abandon(filesystem: pafs.FileSystem, target: str, writer: Any, sink: Any) -
             filesystem.delete_file(target)
 
 
-def _conform(batch: pa.RecordBatch, schema: pa.Schema, table_schema: pa.Schema) -> pa.RecordBatch:
+def dictionary_columns(data: pa.RecordBatch | pa.Table) -> list[str]:
+    """The Parquet columns (leaf paths) worth a dictionary, judged on the first rows: those whose
+    sampled values repeat (at most half of them distinct), and every leaf of a nested column. Arrow's
+    writer otherwise tries a dictionary for every column until it outgrows its page (1 MiB): a column of
+    unique values (ids, amounts, timestamps as text) then pays for hashing each value and for a
+    dictionary page it throws away, and its file grows."""
+    sample = data.slice(0, _DICTIONARY_SAMPLE)
+    chosen = []
+    for f, column in zip(sample.schema, sample.columns, strict=True):
+        if pa.types.is_nested(f.type):
+            chosen.extend(_leaf_paths(f.name, f.type))
+        elif pa.types.is_dictionary(f.type) or (
+            not pa.types.is_boolean(f.type)  # Parquet encodes booleans as bits, never as a dictionary
+            and 2 * len(pc.unique(column)) <= len(column)
+        ):
+            chosen.append(f.name)
+    return chosen
+
+
+def _leaf_paths(path: str, t: pa.DataType) -> list[str]:
+    """The Parquet column paths under an Arrow column, as pyarrow names them (compliant lists)."""
+    if pa.types.is_struct(t):
+        return [
+            p for i in range(t.num_fields) for p in _leaf_paths(f"{path}.{t.field(i).name}", t.field(i).type)
+        ]
+    if pa.types.is_map(t):
+        return [
+            *_leaf_paths(f"{path}.key_value.key", t.key_type),
+            *_leaf_paths(f"{path}.key_value.value", t.item_type),
+        ]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_paths(f"{path}.list.element", t.value_type)
+    return [path]
+
+
+def _conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema, table_schema: pa.Schema) -> Any:
     if batch.schema.equals(schema):
         return batch
     unknown = sorted(set(batch.schema.names) - set(table_schema.names))
@@ -261,7 +300,7 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema, table_schema: pa.Schema) 
         else:
             column = batch.column(index)
             columns.append(column if column.type == f.type else column.cast(f.type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return type(batch).from_arrays(columns, schema=schema)
 
 
 class _Stats:
@@ -275,7 +314,7 @@ class _Stats:
         self.maxs: dict[str, Any] = {}
         self.no_bounds: set[str] = set()
 
-    def update(self, batch: pa.RecordBatch) -> None:
+    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
         self.rows += batch.num_rows
         for f, column in zip(self.schema, batch.columns, strict=True):
             self.nulls[f.name] = _add_nulls(self.nulls.get(f.name), column)
@@ -285,7 +324,7 @@ class _Stats:
                 self.no_bounds.add(f.name)
                 continue
             if pa.types.is_timestamp(f.type):  # compare raw ticks: no precision lost to datetime
-                column = column.view(pa.int64())
+                column = column.cast(pa.int64())
             low, high = pc.min_max(column).values()
             if low.is_valid:
                 self.mins[f.name] = min(self.mins.get(f.name, low.as_py()), low.as_py())

@@ -215,8 +215,7 @@ def parse_csv(
     first = 2 if options.header else 1
     lineage = lineage_columns(file, etag, first, fields.num_rows)
     table = pa.Table.from_arrays([*lineage, *arrays], schema=pa.schema([*LINEAGE_FIELDS, *out_fields]))
-    # One chunk (the reader gives one per block of about 1 MB): one row group per file when written.
-    return Parsed(table.combine_chunks(), None, header)
+    return Parsed(table, None, header)
 
 
 def _re2(char: str) -> str:
