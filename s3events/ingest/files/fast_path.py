@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from s3events.errors import TransientError
 from s3events.infra.aws import AwsOptions
 from s3events.infra.parquet_files import (
     WRITTEN_FILE_SCHEMA,
@@ -50,7 +51,7 @@ from s3events.ingest.files.fast_json import JsonParser
 from s3events.ingest.files.fast_parquet import ParquetParser
 from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
-from s3events.ingest.files.frames import file_refs, files_frame
+from s3events.ingest.files.frames import collected, file_refs, files_frame
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, MAX_OBJECT_BYTES, Fetched, fetch
 from s3events.ingest.model import FileRef
@@ -75,6 +76,7 @@ _OUT_SCHEMA = pa.schema(
         pa.field("reason", pa.string()),  # ... and why
         pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
         pa.field("rows", pa.binary()),  # merge mode: the task's latest row per key (Arrow IPC stream)
+        pa.field("files", pa.int64()),  # the files a task was given (one row per task)
     ]
 )
 _FIXED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
@@ -156,8 +158,15 @@ def run_fast(
     else:
         partition_task = partial(_fast_partition, task=task)
         frame = files_frame(spark, files, tasks).mapInArrow(partition_task, from_arrow_schema(_OUT_SCHEMA))
-        rows = [r.asDict() for r in frame.collect()]
+        rows = collected(frame)
     written = [from_row(r) for r in rows if r["path"] is not None]
+    accounted = sum(r["files"] or 0 for r in rows)
+    if accounted != len(files):  # a task's results were lost: committing would drop its files' rows
+        remove_data_files(target.path, written, aws)
+        raise TransientError(
+            f"target {target.name}: the fast path's results cover {accounted} of {len(files)} files; "
+            "the batch is not committed and will be retried"
+        )
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
     schema = _table_schema(
         existing,
@@ -323,6 +332,7 @@ def _fast_task(
                 held = 0
     out.extend(flush(pending))
     out.extend({"header": header} for header in sorted(headers))
+    out.append({"files": len(refs)})
     return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -41,3 +42,10 @@ def file_refs(batches: Iterator[pa.RecordBatch]) -> Iterator[FileRef]:
     for record_batch in batches:
         for row in record_batch.to_pylist():
             yield FileRef(**row)
+
+
+def collected(frame: DataFrame) -> list[dict[str, Any]]:
+    """Every row of `frame` on the driver, or an error. `DataFrame.collect` returns what reached Python
+    when the driver's serving thread fails (an OutOfMemoryError collecting large results: measured, it
+    returned no rows at all), which would commit a batch without its rows; `toArrow` raises instead."""
+    return frame.toArrow().to_pylist()

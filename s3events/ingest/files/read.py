@@ -33,7 +33,7 @@ from s3events.infra.parquet_files import (
 from s3events.ingest.files import latest_rows
 from s3events.ingest.files.fast_csv import MAX_CSV_COLUMNS, csv_fields, too_wide
 from s3events.ingest.files.fast_path import conform, describe, fast_parser, run_fast
-from s3events.ingest.files.frames import file_refs, files_frame
+from s3events.ingest.files.frames import collected, file_refs, files_frame
 from s3events.ingest.files.objects import (
     INGESTED_AT,
     LINE_SCHEMA,
@@ -243,7 +243,7 @@ def _parse_csv(
         return _parse_csv_group(spark, ok, None, target, options, existing, cached)
     headers = ok.where(F.col("_source_line") == 1)
     ok = ok.where(F.col("_source_line") != 1)
-    distinct = [row["value"] for row in headers.select("value").distinct().collect()]
+    distinct = [row["value"] for row in collected(headers.select("value").distinct())]
     sep, quote = options.get("sep", options.get("delimiter", ",")), options.get("quote", '"')
     wide = {line: n for line in distinct if (n := csv_fields(line, sep, quote)) > MAX_CSV_COLUMNS}
     if wide:  # Spark's parser fails the whole job on such a line: these files become one error row each
@@ -421,7 +421,7 @@ def _read_parquet(
     probed = files.mapInArrow(
         partial(_parquet_schema_partition, aws=aws), "uri string, etag string, schema binary, error string"
     )
-    rows = probed.collect()
+    rows = collected(probed)
     schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"] is not None]
     errors = [(r["uri"], r["etag"], r["error"]) for r in rows if r["error"] is not None]
     unified = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
@@ -566,8 +566,8 @@ def _write(
             _write_partition, table_uri=target.path, schema=schema, aws=aws, partition_by=target.partition_by
         ),
         from_arrow_schema(WRITTEN_FILE_SCHEMA),
-    ).collect()
-    return [from_row(row.asDict()) for row in written]
+    )
+    return [from_row(row) for row in collected(written)]
 
 
 def _write_partition(
