@@ -42,6 +42,8 @@ from s3events.infra.aws import AwsOptions
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _DICTIONARY_SAMPLE = 1024  # rows that choose each column's encoding
+STAGING_DIR = "_s3events_staging"  # beside _delta_log: what executors hand the driver through storage
+STAGING_LEFTOVER_AGE = timedelta(days=1)
 STRING_STATS_PREFIX = 32
 
 WRITTEN_FILE_SCHEMA = pa.schema(
@@ -209,6 +211,49 @@ def partition_value(value: Any) -> str | None:
     if isinstance(value, Decimal):
         return format(value, "f")
     return str(value)
+
+
+def stage_table(table: pa.Table, *, table_uri: str, options: AwsOptions) -> str:
+    """Write `table` as an Arrow IPC file under the table's staging directory, for the driver to take
+    (`take_staged`); returns its path relative to the table root. Delta readers see only the files the
+    log names, so a staged file is invisible to them."""
+    filesystem, root = _filesystem(table_uri, options)
+    relative = f"{STAGING_DIR}/{uuid.uuid4()}.arrow"
+    target = f"{root}/{relative}"
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        filesystem.create_dir(f"{root}/{STAGING_DIR}", recursive=True)
+    try:
+        with filesystem.open_output_stream(target) as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            filesystem.delete_file(target)
+        raise
+    return relative
+
+
+def take_staged(
+    table_uri: str, paths: Iterable[str], options: AwsOptions, *, now: datetime | None = None
+) -> list[pa.Table]:
+    """Read staged tables and remove them, with any staged file older than STAGING_LEFTOVER_AGE: one a
+    task attempt wrote before Spark ran it again, or that a driver stopped before taking."""
+    filesystem, root = _filesystem(table_uri, options)
+    paths = list(paths)
+    tables = []
+    for relative in paths:
+        with filesystem.open_input_file(f"{root}/{relative}") as source:
+            tables.append(pa.ipc.open_file(source).read_all())
+    cutoff = (now or datetime.now(UTC)) - STAGING_LEFTOVER_AGE
+    selector = pafs.FileSelector(f"{root}/{STAGING_DIR}", allow_not_found=True)
+    leftovers = [
+        info.path
+        for info in filesystem.get_file_info(selector)
+        if info.mtime is not None and info.mtime.astimezone(UTC) < cutoff
+    ]
+    for path in [*(f"{root}/{r}" for r in paths), *leftovers]:
+        with contextlib.suppress(Exception):  # best effort: a file left is removed by a later batch
+            filesystem.delete_file(path)
+    return tables
 
 
 def remove_data_files(table_uri: str, files: Iterable[WrittenFile], options: AwsOptions) -> None:

@@ -68,6 +68,8 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "open_output_stream": ("s3:PutObject", "s3:AbortMultipartUpload"),  # PUT or a multipart upload
     "delete_file": ("s3:GetObject", "s3:DeleteObject"),  # arrow HEADs the key before the DELETE
     "create_dir": ("s3:PutObject",),  # on S3 arrow would PUT a directory marker
+    "open_input_file": ("s3:GetObject",),  # the driver reads what merge tasks staged
+    "get_file_info": ("s3:ListBucket",),  # a FileSelector LISTs the staging prefix
 }
 VERSIONED_READS = {"get_object": "s3:GetObjectVersion"}
 

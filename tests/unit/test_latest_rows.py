@@ -81,3 +81,18 @@ def test_a_part_the_rule_cannot_reduce_goes_back_whole_for_the_driver_to_decide(
     assert latest_if_reducible(table, ["missing"], "seq").num_rows == 2  # not an error in a task
     doubles = table.set_column(1, "seq", table["seq"].cast(pa.float64()))
     assert latest_if_reducible(doubles, ["id"], "seq").num_rows == 2
+
+
+def test_rows_whose_keys_are_all_distinct_are_all_kept_and_two_null_keys_are_one_key():
+    distinct = rows((3, 1, 1, "s3://b/a", 1), (None, 1, 2, "s3://b/a", 2), (1, None, 3, "s3://b/z", 1))
+    assert latest(distinct, ["id"], "seq").equals(distinct)  # nothing to choose: as they came
+
+    two_nulls = rows((None, 1, 1, "s3://b/a", 1), (None, 2, 1, "s3://b/a", 2), (1, 1, 1, "s3://b/a", 3))
+    assert kept(latest(two_nulls, ["id"], "seq")) == [(1, "s3://b/a", 3), (None, "s3://b/a", 2)]
+
+    composite = distinct.append_column("region", pa.array(["eu", "eu", "us"]))
+    assert latest(composite, ["id", "region"], "seq").equals(composite)
+    same_pair = rows((1, 1, 1, "s3://b/a", 1), (1, 2, 1, "s3://b/a", 2)).append_column(
+        "region", pa.array(["eu"] * 2)
+    )
+    assert kept(latest(same_pair, ["id", "region"], "seq")) == [(1, "s3://b/a", 2)]

@@ -42,6 +42,8 @@ from s3events.infra.parquet_files import (
     WrittenFile,
     from_row,
     remove_data_files,
+    stage_table,
+    take_staged,
     to_row,
     write_partitioned,
 )
@@ -75,7 +77,8 @@ _OUT_SCHEMA = pa.schema(
         pa.field("event_id", pa.string()),  # a file for the line path ...
         pa.field("reason", pa.string()),  # ... and why
         pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
-        pa.field("rows", pa.binary()),  # merge mode: the task's latest row per key (Arrow IPC stream)
+        pa.field("rows", pa.binary()),  # merge mode, driver threads: the latest row per key (IPC stream)
+        pa.field("staged", pa.string()),  # merge mode, executors: where they are staged (`stage_table`)
         pa.field("files", pa.int64()),  # the files a task was given (one row per task)
     ]
 )
@@ -147,9 +150,10 @@ def run_fast(
         table_uri=target.path,
         partition_by=target.partition_by,
         ingested_at=ingested_at,
-        # Tasks on executors send back only their latest rows; on driver threads the driver's one
-        # reduction of all rows suffices.
+        # Tasks on executors send back only their latest rows, through storage: collected, they would
+        # all be in the driver's JVM at once. On driver threads the driver's one reduction suffices.
         latest=(_unreduced if in_driver else reduce) if merge else None,
+        stage=not in_driver,
     )
     rows: list[dict[str, Any]]
     if in_driver:
@@ -159,6 +163,10 @@ def run_fast(
         partition_task = partial(_fast_partition, task=task)
         frame = files_frame(spark, files, tasks).mapInArrow(partition_task, from_arrow_schema(_OUT_SCHEMA))
         rows = collected(frame)
+    staged = [r["staged"] for r in rows if r["staged"] is not None]
+    merge_parts = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
+    if staged:
+        merge_parts += take_staged(target.path, staged, aws)
     written = [from_row(r) for r in rows if r["path"] is not None]
     accounted = sum(r["files"] or 0 for r in rows)
     if accounted != len(files):  # a task's results were lost: committing would drop its files' rows
@@ -179,7 +187,7 @@ def run_fast(
     adds_columns = schema is not None and (existing is None or set(schema.names) - set(existing.names))
     merged: pa.Table | str | None = None
     if merge and schema is not None:
-        merged = _merge_rows([r["rows"] for r in rows if r["rows"] is not None], schema, target)
+        merged = _merge_rows(merge_parts, schema, target)
     whole_batch = (
         "types differ between files"
         if schema is None  # the tasks disagree on a type: let the line path infer over all files
@@ -198,9 +206,8 @@ def run_fast(
     return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest}, merged)
 
 
-def _merge_rows(streams: list[bytes], schema: pa.Schema, target: TargetSpec) -> pa.Table | str:
+def _merge_rows(tables: list[pa.Table], schema: pa.Schema, target: TargetSpec) -> pa.Table | str:
     """The tasks' latest rows reduced to the batch's, in the table schema; or why they cannot be."""
-    tables = [pa.ipc.open_stream(pa.py_buffer(stream)).read_all() for stream in streams]
     try:
         rows = pa.concat_tables(tables, promote_options="permissive") if tables else schema.empty_table()
         rows = conform(rows, schema)
@@ -294,17 +301,24 @@ def _fast_task(
     partition_by: tuple[str, ...],
     ingested_at: datetime,
     latest: Callable[[pa.Table], pa.Table] | None = None,
+    stage: bool = False,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
     file and per CSV header line seen. Merge mode (`latest`): nothing is written; the task's latest row
-    per record key goes back instead."""
+    per record key goes back instead (`stage`: through the table's staging directory)."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
     hints: dict[str, pa.DataType] = {}
     headers: set[str] = set()
     flush = partial(
-        _flush, table_uri=table_uri, aws=aws, partition_by=partition_by, parser=parser, latest=latest
+        _flush,
+        table_uri=table_uri,
+        aws=aws,
+        partition_by=partition_by,
+        parser=parser,
+        latest=latest,
+        stage=stage,
     )
     finish = partial(_finish, partition_by=partition_by, ingested_at=ingested_at)
     remove = partial(remove_data_files, table_uri, options=aws)
@@ -437,6 +451,7 @@ def _flush(
     partition_by: tuple[str, ...],
     parser: FileParser,
     latest: Callable[[pa.Table], pa.Table] | None,
+    stage: bool = False,
 ) -> list[dict[str, object]]:
     if not pending:
         return []
@@ -451,6 +466,9 @@ def _flush(
         return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()
     if latest is not None:
+        if stage:
+            staged = stage_table(latest(table), table_uri=table_uri, options=aws)
+            return [{"staged": staged, "schema": schema_bytes}]
         return [{"rows": _ipc(latest(table)), "schema": schema_bytes}]
     # An all-null column has no type yet: the table decides it; the file simply lacks the column.
     stored = table.select([f.name for f in table.schema if not pa.types.is_null(f.type)])
