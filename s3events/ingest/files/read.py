@@ -27,6 +27,8 @@ from s3events.infra.parquet_files import (
     WRITTEN_FILE_SCHEMA,
     WrittenFile,
     from_row,
+    stage_table,
+    take_staged,
     write_partitioned,
     written_files_batch,
 )
@@ -149,8 +151,7 @@ def _run_on_spark(
         }
         out = ReadOutput(schema=schema, errors=errors, failed_files=failed)
         if target.mode == "merge":
-            latest = _latest_per_key(good, target)
-            out.merge_rows = latest.toArrow().cast(schema)
+            out.merge_rows = _staged_rows(_latest_per_key(good, target), target, aws).cast(schema)
             out.rows = out.merge_rows.num_rows
         else:
             out.files = _write(good, target, schema, aws, sum(f.size or 0 for f in files))
@@ -549,6 +550,25 @@ def _latest_per_key(df: DataFrame, target: TargetSpec) -> DataFrame:
         order.insert(0, F.col(f"`{target.ordering_field}`").desc_nulls_last())
     window = Window.partitionBy(*[F.col(f"`{k}`") for k in target.record_key]).orderBy(*order)
     return df.withColumn("_rank", F.row_number().over(window)).where(F.col("_rank") == 1).drop("_rank")
+
+
+def _staged_rows(df: DataFrame, target: TargetSpec, aws: AwsOptions) -> pa.Table:
+    """`df` in the driver, each partition handed over through the target's staging directory: collected,
+    a merge batch's rows would all be in the driver's JVM at once (a million rows outgrew its 1 GiB)."""
+    stage = partial(_stage_partition, table_uri=target.path, aws=aws)
+    staged = [r["staged"] for r in collected(df.mapInArrow(stage, "staged string"))]
+    tables = take_staged(target.path, staged, aws)
+    schema = _arrow_schema(df.schema)
+    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+
+
+def _stage_partition(
+    batches: Iterator[pa.RecordBatch], *, table_uri: str, aws: AwsOptions
+) -> Iterator[pa.RecordBatch]:
+    received = list(batches)
+    table = pa.Table.from_batches(received) if received else None
+    if table is not None and table.num_rows:
+        yield pa.record_batch({"staged": [stage_table(table, table_uri=table_uri, options=aws)]})
 
 
 def _write(
