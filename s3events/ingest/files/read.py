@@ -565,10 +565,10 @@ def _staged_rows(df: DataFrame, target: TargetSpec, aws: AwsOptions) -> pa.Table
 def _stage_partition(
     batches: Iterator[pa.RecordBatch], *, table_uri: str, aws: AwsOptions
 ) -> Iterator[pa.RecordBatch]:
-    received = list(batches)
-    table = pa.Table.from_batches(received) if received else None
-    if table is not None and table.num_rows:
-        yield pa.record_batch({"staged": [stage_table(table, table_uri=table_uri, options=aws)]})
+    received = [batch for batch in batches if batch.num_rows]
+    if received:
+        staged = stage_table(pa.Table.from_batches(received), table_uri=table_uri, options=aws)
+        yield pa.record_batch({"staged": [staged]})
 
 
 def _write(
