@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, Transaction, write_deltalake
 
 from s3events.errors import CheckpointError, CommitConflict
 from s3events.infra import delta
@@ -18,6 +17,7 @@ from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_commit import check_transactions, commit_files, transaction_versions
 from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to_transactions
+from s3events.ingest.merge_scope import holds_none_of, key_ranges, sql_string
 from s3events.ingest.model import Checkpoint, Deletion, FileRef
 from s3events.ingest.plan import ensure_forward
 
@@ -106,7 +106,8 @@ class TargetTable:
             partition_by=list(partition_by),
         )
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
-        if _holds_none_of(table, rows, record_key):
+        files = pa.table(table.get_add_actions(flatten=True))
+        if holds_none_of(files, rows, record_key):
             # Nothing to update: append, as exactly the version after the snapshot just checked (a commit
             # that lost that version fails: CommitConflict) with the checkpoint, without a MERGE's scan,
             # join and change-data files.
@@ -121,7 +122,7 @@ class TargetTable:
                 )
             return int(table.version())
         matching = [f"t.`{k}` = s.`{k}`" for k in record_key]
-        predicate = " AND ".join([*matching, *_key_ranges(rows, record_key)])
+        predicate = " AND ".join([*matching, *key_ranges(files, rows, record_key)])
         merger = table.merge(
             rows,
             predicate=predicate,
@@ -174,7 +175,7 @@ class TargetTable:
         if table is None or not deletions:
             return 0
         predicate = " OR ".join(
-            f"(_source_file = {_sql_string(d.uri)} AND _event_time < {_sql_string(_iso(d.before))})"
+            f"(_source_file = {sql_string(d.uri)} AND _event_time < {sql_string(_iso(d.before))})"
             for d in deletions
         )
         metrics = table.delete(
@@ -242,62 +243,8 @@ def _checkpoint_properties(
     )
 
 
-def _holds_none_of(table: DeltaTable, rows: pa.Table, record_key: tuple[str, ...]) -> bool:
-    """Whether the target's snapshot certainly holds no row with one of the batch's keys, by its files'
-    statistics alone: it has no file, or every file's range of some integer key column misses the
-    batch's range (new ids above the held ones: the first batch, an append-only source). String
-    statistics may be truncated prefixes and floats hold NaN: such columns prove nothing here."""
-    files = pa.table(table.get_add_actions(flatten=True))
-    missed = pa.repeat(False, files.num_rows)
-    for name, low, high in _key_bounds(rows, record_key, strings=False):
-        if f"min.{name}" not in files.column_names:
-            continue
-        if not low.is_valid:  # every key null: a null key equals nothing
-            return True
-        lowest, highest = files.column(f"min.{name}"), files.column(f"max.{name}")
-        outside = pc.or_(pc.less(highest, low.cast(highest.type)), pc.greater(lowest, high.cast(lowest.type)))
-        missed = pc.or_(missed, pc.fill_null(outside, False))  # a file without statistics may hold it
-    return bool(pc.all(missed).as_py()) if files.num_rows else True
-
-
-def _key_ranges(rows: pa.Table, record_key: tuple[str, ...]) -> list[str]:
-    """The batch's range of each integer or string key column, as conditions on the target alone: delta-rs
-    then skips the target's files outside it. Without them it scans every file, and its merge barrier
-    holds the rows of each scanned file it has seen no change in until its input ends, so a batch of new
-    or recent keys held the whole target in the driver's memory (benchmarks/merge_scale.py). A target
-    row outside the range equals no batch key, so the rows matched are the same. (delta-rs prunes by
-    the same range itself with streamed_exec=False, but then it may build its join's hash table on the
-    target's side: a target part smaller on disk than the batch in memory, many times its size in RAM.)"""
-    conditions = []
-    # Other key types have no literal we write (floats: NaN; times: zones): the whole target is scanned.
-    for name, low_scalar, high_scalar in _key_bounds(rows, record_key, strings=True):
-        low, high = low_scalar.as_py(), high_scalar.as_py()
-        if low is None:  # every key null: they match nothing
-            continue
-        low, high = (_sql_string(v) if isinstance(v, str) else str(int(v)) for v in (low, high))
-        conditions.append(f"t.`{name}` >= {low} AND t.`{name}` <= {high}")
-    return conditions
-
-
-def _key_bounds(
-    rows: pa.Table, record_key: tuple[str, ...], *, strings: bool
-) -> Iterator[tuple[str, pa.Scalar, pa.Scalar]]:
-    """The batch's min and max of each integer key column (and string one, with `strings`): null scalars
-    when every key is null."""
-    for name in record_key:
-        column = rows.column(name)
-        if pa.types.is_integer(column.type) or (strings and pa.types.is_string(column.type)):
-            bounds = pc.min_max(column)
-            yield name, bounds["min"], bounds["max"]
-
-
 def _described(checkpoint: Checkpoint | None) -> str:
     return "none" if checkpoint is None else f"version {checkpoint.version} position {checkpoint.position}"
-
-
-def _sql_string(value: str) -> str:
-    # Keys are untrusted input: a SQL string literal with quotes doubled, nothing else interpreted.
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _iso(moment: datetime) -> str:
