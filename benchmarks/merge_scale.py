@@ -1,7 +1,7 @@
 """Merge mode at scale: one batch of K changed keys into targets of N rows; batch time and driver memory.
 
     nice -n 10 .venv/bin/python benchmarks/merge_scale.py [--sizes 1M,3M,10M] [--keys 100000]
-        [--update-fraction 0.5] [--updates uniform|recent] [--files 10] [--rounds 3]
+        [--update-fraction 0.5] [--updates uniform|recent|oldest] [--files 10] [--rounds 3]
 
 Set-up per target size N (not timed):
 - a moto_server endpoint (`LocalEndpoint`), one bucket, a metadata table per size (events written with
@@ -19,7 +19,9 @@ Set-up per target size N (not timed):
   metadata commit after the checkpoint. `--updates uniform` (default) draws the existing ids uniformly
   from 0..N-1, so every data file of the target holds some (the worst case for time: a MERGE rewrites
   each file it matches a row in); `--updates recent` takes the most recent ids N-u..N-1, so one data file
-  holds them all (the case where delta-rs's MERGE, scanning every file, held each untouched one in memory).
+  holds them all (the case where delta-rs's MERGE, scanning every file, held each untouched one in memory);
+  `--updates oldest` takes the oldest ids 0..u-1: with the new ids, the batch's keys span the whole
+  target while two data files hold them (one range from the lowest key to the highest scanned them all).
 
 Before the first size's rounds, one untimed cycle of ours warms the session up. Measured per round, each
 contender on its own hard-linked copy of the same target (data files linked, `_delta_log` copied:
@@ -34,7 +36,7 @@ delta-rs never rewrites a file in place):
   latest-row step). `max.files.per.batch` is `--files`: one round is one batch.
 - **baseline A**: plain `DeltaTable.merge` of the same K Arrow rows (those ours handed to commit_merge,
   lineage columns included) into the same target, with the same clauses (`t.id = s.id`, update all when
-  `s.seq >= t.seq`, insert all) and nothing else (ours adds the batch's key range as conditions on the
+  `s.seq >= t.seq`, insert all) and nothing else (ours adds the batch's key ranges as conditions on the
   target, so delta-rs skips the files outside it), in a fresh spawned process (so its peak RSS is its
   own); timed around the MERGE only (the rows are read from an Arrow IPC file under /tmp first).
 
@@ -341,6 +343,11 @@ def check_commit(name: str, table_path: Path, updated: int, inserted: int) -> No
 
     last = DeltaTable(str(table_path)).history(1)[0]
     metrics = last.get("operationMetrics", {})
+    if last.get("operation") == "WRITE" and updated == 0:  # ours appends a batch of new keys only
+        got = (0, int(metrics.get("num_added_rows", -1)))
+        if got != (updated, inserted):
+            raise SystemExit(f"{name}: append added {got[1]} rows, expected {inserted}")
+        return
     got = (int(metrics.get("num_target_rows_updated", -1)), int(metrics.get("num_target_rows_inserted", -1)))
     if got != (updated, inserted):
         raise SystemExit(f"{name}: MERGE updated/inserted {got}, expected {(updated, inserted)}")
@@ -394,11 +401,11 @@ def measure_size(
     rng = np.random.default_rng(size)
     updates = int(args.keys * args.update_fraction)
     inserts = args.keys - updates
-    existing = (
-        rng.choice(size, updates, replace=False).astype(np.int64)
-        if args.updates == "uniform"
-        else np.arange(size - updates, size, dtype=np.int64)
-    )
+    existing = {
+        "uniform": lambda: rng.choice(size, updates, replace=False).astype(np.int64),
+        "recent": lambda: np.arange(size - updates, size, dtype=np.int64),
+        "oldest": lambda: np.arange(updates, dtype=np.int64),
+    }[args.updates]()
     keys = np.concatenate(
         [
             existing,
@@ -521,10 +528,10 @@ def main() -> int:
     parser.add_argument("--update-fraction", type=float, default=0.5, help="existing keys among them (0.5)")
     parser.add_argument(
         "--updates",
-        choices=("uniform", "recent"),
+        choices=("uniform", "recent", "oldest"),
         default="uniform",
-        help="which existing keys change: drawn from all ids (every data file touched) or the most recent "
-        "ids (one data file touched)",
+        help="which existing keys change: drawn from all ids (every data file touched), the most recent "
+        "ids (one data file touched) or the oldest (one data file, the new ids at the other end)",
     )
     parser.add_argument("--files", type=int, default=10, help="objects the batch's rows come in (default 10)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per size (default 3)")
