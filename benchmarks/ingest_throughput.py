@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/ingest_throughput.py [--format json|csv|text|parquet] [--files 40]
         [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path] [--mode append|merge]
+        [--existing-target]
 
 `--mode merge` makes every contender upsert by the data's unique `id` into its fresh target (ours:
 `mode=merge`, `record.key=id`; baseline A: an empty table, then one `DeltaTable.merge` of all rows;
@@ -21,6 +22,14 @@ one commit (one version) holding a created event per object, written directly wi
 `MetadataTable.commit` (as the integration tests' `_write_metadata_version` does) instead of by running
 capture: moto's SQS costs O(queue depth) per call, which would only slow the set-up, and capture is not
 what is measured here. The events carry the objects' real etags and sizes, as capture would record them.
+
+`--existing-target` measures the steady state instead of a target's first batch: before the bench
+objects' metadata commit, one seed object of 100 lines of the same format (ids above the bench's) is
+committed and ingested by ours into a seed target, and written by `write_deltalake` into a seed table for
+A; each round's targets are copies of those (not timed), and the round appends to them. A first batch
+has no table to take types from: the JSON fast path then parses a file whose strings pyarrow reads as
+timestamps twice (once to see them, once keeping them as strings, as Spark does); a target's later
+batches parse each file once.
 
 Measured, per round, in this order (MB = 10^6 bytes of source files):
 
@@ -306,7 +315,9 @@ def run_baseline_a(
     fmt: str = "json",
     mode: str = "append",
     threads: bool = True,
+    seeded: bool = False,
 ) -> Measure:
+    """A into `target`, a fresh path or (`seeded`) a copy of the seed table."""
     from deltalake import DeltaTable, write_deltalake
 
     with Measure() as measured:
@@ -316,11 +327,12 @@ def run_baseline_a(
             tables.append(read_with_pyarrow(fmt, body, threads))
         table = pa.concat_tables(tables, promote_options="default")
         if mode == "merge":  # an empty table of the data's schema, then one MERGE by id
-            write_deltalake(target, table.schema.empty_table())
+            if not seeded:
+                write_deltalake(target, table.schema.empty_table())
             merge = DeltaTable(target).merge(table, "t.id = s.id", source_alias="s", target_alias="t")
             merge.when_matched_update_all().when_not_matched_insert_all().execute()
         else:
-            write_deltalake(target, table)
+            write_deltalake(target, table, mode="append")
     if table.num_rows != expected_rows:
         raise SystemExit(f"baseline A: {table.num_rows} rows of {expected_rows}")
     return measured
@@ -371,6 +383,34 @@ def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: 
         run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
 
 
+def seed_targets(
+    spark: Any, s3: Any, endpoint_url: str, work: Path, metadata: str, args: argparse.Namespace
+) -> None:
+    """`--existing-target`: one seed object committed to the metadata table and ingested by ours into
+    `seed-ours` (and `seed-lines` for the line path), and written by A into `seed-a`, before the bench
+    objects' commit. Its ids lie above the bench's, so a merge-mode batch still holds only new keys."""
+    from deltalake import write_deltalake
+
+    lines, file_no = 100, args.files * args.lines // 100 + 1
+    body = MAKERS[args.format](file_no, lines, args.line_bytes)
+    key = f"seed/part-seed.{EXTENSIONS[args.format]}"
+    etag = s3.put_object(Bucket=BUCKET, Key=key, Body=body)["ETag"].strip('"')
+    write_metadata(metadata, [(key, etag, len(body))])
+    in_mode = mode_settings(args.mode)
+    run_ours(
+        ingest_settings(endpoint_url, metadata, str(work / "seed-ours"), 1, *in_mode, fmt=args.format),
+        spark,
+        lines,
+    )
+    if not args.no_line_path:
+        line_path = f"s3events.ingest.target.{TARGET}.{args.format}.fast.path=false"
+        settings = ingest_settings(
+            endpoint_url, metadata, str(work / "seed-lines"), 1, line_path, *in_mode, fmt=args.format
+        )
+        run_ours(settings, spark, lines)
+    write_deltalake(str(work / "seed-a"), read_with_pyarrow(args.format, body))
+
+
 def rate(total_bytes: int, rows: int, seconds: float, cpu: float | None = None) -> str:
     text = f"{seconds:6.2f} s {total_bytes / 1e6 / seconds:6.1f} MB/s {rows / seconds / 1e3:5.0f} k rows/s"
     return text if cpu is None else f"{text} cpu {cpu:5.1f} s"
@@ -392,6 +432,11 @@ def main() -> int:
     parser.add_argument(
         "--mode", choices=("append", "merge"), default="append", help="the target's mode (default append)"
     )
+    parser.add_argument(
+        "--existing-target",
+        action="store_true",
+        help="append to targets holding a seed batch (a target's later batches) instead of fresh ones",
+    )
     args = parser.parse_args()
     if args.mode == "merge" and args.format == "text":
         parser.error("--mode merge needs a record key: text files have none (use json, csv or parquet)")
@@ -411,7 +456,8 @@ def main() -> int:
         started = time.perf_counter()
         objects = put_files(s3, args, local_dir)
         metadata = str(work / "metadata")
-        write_metadata(metadata, objects)
+        if not args.existing_target:
+            write_metadata(metadata, objects)
         total_bytes, rows = sum(o[2] for o in objects), args.files * args.lines
         print(
             f"data ({args.format}): {args.files} files x {args.lines} lines = {rows} rows, "
@@ -428,6 +474,11 @@ def main() -> int:
         spark.sparkContext.setLogLevel("ERROR")
         warm_up(spark, s3, endpoint.url, work, args.format, args.mode)
         print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load()}")
+        seeded = args.existing_target
+        if seeded:
+            seed_targets(spark, s3, endpoint.url, work, metadata, args)
+            write_metadata(metadata, objects)
+            print("targets: copies of seed targets holding 100 rows (--existing-target)")
         print(
             f"ours: s3events.ingest.target.{TARGET}.max.files.per.batch={args.files} "
             f"(one batch per round); MB = 10^6 bytes of source files"
@@ -444,6 +495,9 @@ def main() -> int:
         results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):
             in_mode = mode_settings(mode)
+            if seeded:
+                for name in ("ours", "a", *(() if no_line_path else ("lines",))):
+                    shutil.copytree(work / f"seed-{name}", work / f"{name}-{r}")
             settings = ingest_settings(
                 endpoint.url, metadata, str(work / f"ours-{r}"), args.files, *in_mode, fmt=fmt
             )
@@ -454,9 +508,15 @@ def main() -> int:
                     endpoint.url, metadata, str(work / f"lines-{r}"), args.files, line_path, *in_mode, fmt=fmt
                 )
                 results["lines"].append(run_ours(settings, spark, rows))
-            results["A"].append(run_baseline_a(s3, objects, str(work / f"a-{r}"), rows, fmt, mode))
+            if seeded:
+                shutil.copytree(work / "seed-a", work / f"a1-{r}")
+            results["A"].append(
+                run_baseline_a(s3, objects, str(work / f"a-{r}"), rows, fmt, mode, seeded=seeded)
+            )
             results["A1"].append(
-                run_baseline_a(s3, objects, str(work / f"a1-{r}"), rows, fmt, mode, threads=False)
+                run_baseline_a(
+                    s3, objects, str(work / f"a1-{r}"), rows, fmt, mode, threads=False, seeded=seeded
+                )
             )
             if "B" in results:
                 results["B"].append(run_baseline_b(spark, local_dir, str(work / f"b-{r}"), rows, fmt))
