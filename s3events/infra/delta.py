@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,12 +62,84 @@ def open_table(path: str, storage_options: Mapping[str, str], *, kind: str = "De
         raise translate(exc, action=f"cannot open the {kind} table", path=path) from exc
 
 
-def update(table: DeltaTable, *, path: str, kind: str = "Delta") -> None:
-    """`table.update_incremental()`, its storage errors fatal or transient in one line."""
-    try:
-        table.update_incremental()
-    except (OSError, DeltaError) as exc:
-        raise translate(exc, action=f"cannot read the {kind} table", path=path) from exc
+# A kept handle is opened afresh at least this often: a bound on whatever a months-old handle could
+# drift into, at the price of one log read per table every 15 minutes.
+REOPEN_SECONDS = 900.0
+
+
+class TableHandle:
+    """One table's DeltaTable kept across uses. Opening reads the log from its last checkpoint (for a
+    table of many data files a large Parquet file, on S3 several requests); `latest` opens it once and
+    then brings it up to date with `update_incremental`, which reads only the commits since. Opened
+    again when the storage options change (a handle keeps the credentials it was opened with), after a
+    failed update, after `forget`, and every REOPEN_SECONDS. With `schema_version`, a table opened is
+    checked to be an s3events table of at most that version (FatalError otherwise). One thread's:
+    delta-rs table objects are not shared between threads."""
+
+    def __init__(
+        self,
+        path: str,
+        storage_options: Callable[[], Mapping[str, str]],
+        *,
+        kind: str = "Delta",
+        schema_version: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self.kind = kind
+        self._schema_version = schema_version
+        self._options = storage_options  # called at every use: refreshed credentials are picked up
+        self._clock = clock
+        self._table: DeltaTable | None = None
+        self._opened_with: dict[str, str] | None = None
+        self._opened_at = 0.0
+
+    def storage_options(self) -> dict[str, str]:
+        return dict(self._options())
+
+    def latest(self) -> DeltaTable | None:
+        """The table at its latest version, or None when there is none yet."""
+        options = self.storage_options()
+        table = self._table
+        if (
+            table is not None
+            and options == self._opened_with
+            and self._clock() - self._opened_at < REOPEN_SECONDS
+        ):
+            try:
+                table.update_incremental()
+                return table
+            except (OSError, DeltaError) as exc:  # opening afresh says whether it is an outage
+                log.debug("%s: update of the kept table handle failed (%s); opening it again", self.path, exc)
+        return self._adopt(open_table(self.path, options, kind=self.kind), options)
+
+    def latest_or_create(self, schema: pa.Schema, *, schema_version: int, **create: Any) -> DeltaTable:
+        """`latest`, creating the table on first use, as `open_or_create` does (with its checks)."""
+        table = self.latest()
+        if table is None:
+            options = self.storage_options()
+            table = open_or_create(
+                self.path,
+                schema,
+                kind=self.kind,
+                schema_version=schema_version,
+                storage_options=options,
+                **create,
+            )
+            self._adopt(table, options)
+        else:
+            check_schema_version(table, path=self.path, kind=self.kind, supported=schema_version)
+        return table
+
+    def forget(self) -> None:
+        """Open afresh at the next use (after a failed commit: start again from what storage holds)."""
+        self._table = None
+
+    def _adopt(self, table: DeltaTable | None, options: dict[str, str]) -> DeltaTable | None:
+        if table is not None and self._schema_version is not None:
+            check_schema_version(table, path=self.path, kind=self.kind, supported=self._schema_version)
+        self._table, self._opened_with, self._opened_at = table, options, self._clock()
+        return table
 
 
 def open_or_create(

@@ -33,7 +33,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from s3events.errors import CommitConflict, FatalError
-from s3events.infra.delta import AFTER_COMMIT, committing, is_s3, open_table
+from s3events.infra.delta import AFTER_COMMIT, TableHandle, committing, is_s3, open_table
 from s3events.infra.delta_errors import translate
 from s3events.infra.parquet_files import WrittenFile
 
@@ -53,6 +53,7 @@ def commit_files(
     configuration: Mapping[str, str] | None = None,
     custom_metadata: Mapping[str, str] | None = None,
     expected_transactions: Mapping[str, int | None] | None = None,
+    handle: TableHandle | None = None,
 ) -> int:
     """Add `files` and record `transactions` in one commit; create the table when absent. Returns the
     version that holds the files (an empty `files` still commits, so the transactions move on).
@@ -67,6 +68,8 @@ def commit_files(
     commit is based on: a writer that committed after the caller looked raises CommitConflict here,
     and one that commits after this snapshot makes delta-rs refuse ours (same app id). So two
     processes that both believe they own a batch cannot both commit it.
+
+    `handle` is the caller's kept table handle (same path), updated here instead of opening the table.
     """
     for f in files:
         if set(f.partition_values) != set(partition_by):
@@ -82,8 +85,9 @@ def commit_files(
         AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats) for f in files
     ]
     options = dict(storage_options) if is_s3(table_uri) else None
+    handle = handle or TableHandle(table_uri, lambda: storage_options)
     with committing(table_uri):
-        table = open_table(table_uri, storage_options)
+        table = handle.latest()
         check_transactions(table, table_uri, expected_transactions)
         if table is None:
             config = dict(configuration or {})
@@ -92,7 +96,7 @@ def commit_files(
                     return 0
             else:
                 _create_empty(table_uri, schema, partition_by, config, options)
-            table = open_table(table_uri, storage_options)
+            table = handle.latest()
             if table is None:
                 raise FatalError(f"cannot create the Delta table at {table_uri}")
         _check_partitioning(table, table_uri, partition_by)
@@ -105,7 +109,7 @@ def commit_files(
             commit_properties=properties,
             post_commithook_properties=AFTER_COMMIT,
         )
-    return _version_of(table_uri, storage_options, commit_id)
+    return _version_of(handle, commit_id)
 
 
 def check_transactions(
@@ -122,10 +126,15 @@ def check_transactions(
 
 
 def transaction_versions(
-    table_uri: str, app_ids: Sequence[str], storage_options: Mapping[str, str]
+    table_uri: str,
+    app_ids: Sequence[str],
+    storage_options: Mapping[str, str],
+    *,
+    handle: TableHandle | None = None,
 ) -> dict[str, int | None]:
-    """The stored app-transaction version per app id; None for unknown ids or when there is no table."""
-    table = open_table(table_uri, storage_options)
+    """The stored app-transaction version per app id; None for unknown ids or when there is no table.
+    `handle`: the caller's kept table handle (same path), updated instead of opening the table."""
+    table = handle.latest() if handle else open_table(table_uri, storage_options)
     return {app_id: _transaction_version(table, table_uri, app_id) if table else None for app_id in app_ids}
 
 
@@ -229,11 +238,12 @@ def _type_json(f: Field) -> str:
     return json.dumps(json.loads(f.to_json())["type"], sort_keys=True)
 
 
-def _version_of(table_uri: str, storage_options: Mapping[str, str], commit_id: str) -> int:
+def _version_of(handle: TableHandle, commit_id: str) -> int:
     """The version whose commitInfo carries `commit_id`, searching back from the latest."""
+    table_uri = handle.path
     limit = 8
     for _ in range(50):
-        table = open_table(table_uri, storage_options)
+        table = handle.latest()
         if table is None:
             raise FatalError(f"{table_uri} disappeared right after a commit")
         latest = table.version()

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from s3events.errors import FatalError, TransientError
 from s3events.infra import aws, delta
@@ -64,20 +63,18 @@ class MetadataFeed:
         self.path = path
         self._storage = storage_options
         self._aws = aws_options  # for has_version's HEAD request on S3 (without: a log listing)
-        self._opened_with: dict[str, str] | None = None
-        self._table: DeltaTable | None = None
+        self._handle = delta.TableHandle(
+            path, lambda: resolve(self._storage), kind="metadata", schema_version=METADATA_SCHEMA_VERSION
+        )
 
     def latest_version(self) -> int | None:
-        table = self._open()
-        if table is None:
-            return None
-        delta.update(table, path=self.path, kind="metadata")  # an outage: a TransientError in one line
-        return int(table.version())
+        table = self._handle.latest()  # an outage: a TransientError in one line
+        return None if table is None else int(table.version())
 
     def changes_after(self, version: int, *, up_to: int) -> Changes:
         """Inserted and refreshed rows of metadata versions (version, up_to], as FileRefs. A refreshed row
         (`update_postimage`) is an object created again (`MetadataTable`): `recreated`."""
-        table = self._open()
+        table = self._handle.latest()
         if table is None or up_to <= version:
             return Changes([], max(up_to, version))
         try:
@@ -136,15 +133,4 @@ class MetadataFeed:
 
     def check(self) -> None:
         """FatalError when the table exists but is not a metadata table this version understands."""
-        self._open()
-
-    def _open(self) -> DeltaTable | None:
-        options = resolve(self._storage)
-        if self._table is None or options != self._opened_with:  # new credentials: a new table handle
-            table = delta.open_table(self.path, options, kind="metadata")
-            if table is not None:
-                delta.check_schema_version(
-                    table, path=self.path, kind="metadata", supported=METADATA_SCHEMA_VERSION
-                )
-            self._table, self._opened_with = table, options  # only once opened: a failed open tries again
-        return self._table
+        self._handle.latest()

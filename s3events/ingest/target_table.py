@@ -43,19 +43,23 @@ class TargetTable:
         self.path = path
         self.app_id = app_id
         self._storage = storage_options  # resolved at every use: refreshed credentials are picked up
-        self._kind = kind
+        # Kept across batches: a batch reads the checkpoint, the schema and the stored transactions and
+        # commits, each on the table's latest version, which a kept handle reaches by reading only the
+        # commits since its last use instead of the log from its checkpoint each time.
+        self._handle = delta.TableHandle(path, self._storage_options, kind=kind)
 
     def _storage_options(self) -> dict[str, str]:
         return resolve(self._storage)
 
     def checkpoint(self) -> Checkpoint | None:
-        return from_transactions(
-            self.app_id, transaction_versions(self.path, app_ids(self.app_id), self._storage_options())
-        )
+        return from_transactions(self.app_id, self._transactions(app_ids(self.app_id)))
 
     def schema(self) -> pa.Schema | None:
-        table = delta.open_table(self.path, self._storage_options())
+        table = self._handle.latest()
         return None if table is None else pa.schema(table.schema())
+
+    def _transactions(self, apps: Sequence[str]) -> dict[str, int | None]:
+        return transaction_versions(self.path, apps, self._storage_options(), handle=self._handle)
 
     def commit_append(
         self,
@@ -78,6 +82,7 @@ class TargetTable:
             transactions=to_transactions(self.app_id, end),
             expected_transactions=seen,
             configuration=delta.table_properties("target", TARGET_SCHEMA_VERSION),
+            handle=self._handle,
             custom_metadata={
                 "s3events.writer": "ingest",
                 "s3events.checkpoint": f"{end.version}:{end.position}",
@@ -97,13 +102,8 @@ class TargetTable:
         """Upsert the batch's latest row per key (the later ordering value wins) with the checkpoint."""
         seen = self._guard(expected, end)
         properties = self._commit_properties(end)
-        table = delta.open_or_create(
-            self.path,
-            rows.schema,
-            kind="target",
-            schema_version=TARGET_SCHEMA_VERSION,
-            storage_options=self._storage_options(),
-            partition_by=list(partition_by),
+        table = self._handle.latest_or_create(
+            rows.schema, schema_version=TARGET_SCHEMA_VERSION, partition_by=list(partition_by)
         )
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
         files = pa.table(table.get_add_actions(flatten=True))
@@ -147,13 +147,14 @@ class TargetTable:
                 storage_options=self._storage_options(),
                 transactions=to_transactions(self.app_id, end),
                 expected_transactions=seen,
+                handle=self._handle,
             )
         return int(table.version())
 
     def commit_checkpoint(self, *, expected: Checkpoint | None, end: Checkpoint) -> int | None:
         """Move the checkpoint alone (a batch whose every file was removed). None when there is no table
         yet: nothing was ever ingested, so there is nothing to protect."""
-        table = delta.open_table(self.path, self._storage_options())
+        table = self._handle.latest()
         if table is None:
             return None
         seen = self._guard(expected, end)
@@ -165,13 +166,14 @@ class TargetTable:
             storage_options=self._storage_options(),
             transactions=to_transactions(self.app_id, end),
             expected_transactions=seen,
+            handle=self._handle,
         )
 
     def delete_rows(self, deletions: Sequence[Deletion]) -> int:
         """Delete, per object, the rows ingested from its events before `Deletion.before` (see
         `plan.mirror_step`). Idempotent, so it runs in its own commit ahead of the batch's data commit: a
         replay deletes nothing more. A delete that matches no row makes no commit."""
-        table = delta.open_table(self.path, self._storage_options())
+        table = self._handle.latest()
         if table is None or not deletions:
             return 0
         predicate = " OR ".join(
@@ -188,7 +190,7 @@ class TargetTable:
     def held_contents(self, files: Sequence[FileRef]) -> set[tuple[str, str | None]]:
         """The (uri, etag) pairs of `files` the target holds rows of. Scans only the two lineage columns of
         files whose statistics may hold those uris; meant for the rare re-uploaded objects."""
-        table = delta.open_table(self.path, self._storage_options())
+        table = self._handle.latest()
         if table is None or not files:
             return set()
         uris = sorted({f.uri for f in files})
@@ -207,7 +209,7 @@ class TargetTable:
         `expected` is what the target stores, not where the batch starts: a running ingest's batch may
         start past it, over metadata versions that routed nothing to the target (maintenance commits,
         other prefixes), which it does not record every time."""
-        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options())
+        seen = self._transactions(app_ids(self.app_id))
         stored = from_transactions(self.app_id, seen)
         if stored is not None:
             ensure_forward(stored, end)
@@ -259,27 +261,25 @@ class ErrorTable:
         self.path = path
         self.app_id = app_id
         self._storage = storage_options
+        self._handle = delta.TableHandle(path, self._storage_options, kind="errors")
 
     def _storage_options(self) -> dict[str, str]:
         return resolve(self._storage)
 
+    def _transactions(self, apps: Sequence[str]) -> dict[str, int | None]:
+        return transaction_versions(self.path, apps, self._storage_options(), handle=self._handle)
+
     def origin(self) -> Checkpoint | None:
         """The starting point recorded for a target without a checkpoint, if any."""
         app = origin_id(self.app_id)
-        version = transaction_versions(self.path, [app], self._storage_options())[app]
+        version = self._transactions([app])[app]
         return None if version is None else Checkpoint(version, 0)
 
     def record_origin(self, start: Checkpoint, *, replacing: Checkpoint | None = None) -> Checkpoint:
         """Record `start` as the target's starting point if the recorded one is still `replacing` (None:
         none recorded); returns the one that holds (another process may have recorded its own first)."""
         app = origin_id(self.app_id)
-        delta.open_or_create(
-            self.path,
-            ERROR_SCHEMA,
-            kind="errors",
-            schema_version=ERRORS_SCHEMA_VERSION,
-            storage_options=self._storage_options(),
-        )
+        self._handle.latest_or_create(ERROR_SCHEMA, schema_version=ERRORS_SCHEMA_VERSION)
         with contextlib.suppress(CommitConflict):  # someone recorded one meanwhile: theirs holds
             commit_files(
                 self.path,
@@ -290,6 +290,7 @@ class ErrorTable:
                 transactions={app: start.version},
                 expected_transactions={app: None if replacing is None else replacing.version},
                 custom_metadata={"s3events.writer": "ingest-origin"},
+                handle=self._handle,
             )
         recorded = self.origin()
         if recorded is None:
@@ -299,19 +300,13 @@ class ErrorTable:
     def record(self, errors: pa.Table, *, end: Checkpoint) -> int:
         if errors.num_rows == 0:
             return 0
-        seen = transaction_versions(self.path, app_ids(self.app_id), self._storage_options())
+        seen = self._transactions(app_ids(self.app_id))
         stored = from_transactions(self.app_id, seen)
         if stored is not None and stored >= end:
             log.info("error rows of this batch are already in %s (replay); not written again", self.path)
             return 0
         properties = _checkpoint_properties(self.app_id, end, {"s3events.writer": "ingest-errors"})
-        table = delta.open_or_create(
-            self.path,
-            errors.schema,
-            kind="errors",
-            schema_version=ERRORS_SCHEMA_VERSION,
-            storage_options=self._storage_options(),
-        )
+        table = self._handle.latest_or_create(errors.schema, schema_version=ERRORS_SCHEMA_VERSION)
         check_transactions(table, self.path, seen)
         write_deltalake(
             table,

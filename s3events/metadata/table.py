@@ -44,7 +44,6 @@ _FIRST_BYTES = pa.array([f"{b:02x}" for b in range(256)])
 # size are left alone, and older ones drop out of the dedupe window by their `captured_at` statistics.
 BUCKET_FILE_BYTES = 1 << 20
 
-_REOPEN_SECONDS = 900.0
 _CLOCK_SKEW = timedelta(days=1)  # S3's event clock against ours, generously
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -188,28 +187,19 @@ class _IdentityTable:
         self._identity = identity
         self._storage = storage_options  # resolved at every open: refreshed credentials are picked up
         self._attempts = commit_attempts
-        self._table: Any = None
-        self._opened_at = 0.0
-        self._opened_with: dict[str, str] | None = None
+        self._handle = delta.TableHandle(path, lambda: aws.resolve(self._storage), kind=kind)
+        self._layout_checked = False
 
     def _fresh(self) -> Any:
-        """The table at its latest version. Re-opened when the storage options changed (other credentials:
-        a table handle keeps those it was opened with) and now and then."""
-        options = aws.resolve(self._storage)
-        if (
-            self._table is None
-            or options != self._opened_with
-            or time.monotonic() - self._opened_at > _REOPEN_SECONDS
-        ):
-            self._table = delta.open_or_create(
-                self.path,
-                self._schema,
-                kind=self._kind,
-                schema_version=self._schema_version,
-                storage_options=options,
-                partition_by=[self._partition] if self._partition else None,
-            )
-            if self._opened_at == 0.0 and self._partition and self._partition not in _partitions(self._table):
+        """The table at its latest version (a kept handle: `delta.TableHandle`), created on first use."""
+        table = self._handle.latest_or_create(
+            self._schema,
+            schema_version=self._schema_version,
+            partition_by=[self._partition] if self._partition else None,
+        )
+        if not self._layout_checked:
+            self._layout_checked = True
+            if self._partition and self._partition not in _partitions(table):
                 log.warning(
                     "the %s table %s has the unpartitioned layout of schema version 1: each commit's "
                     "duplicate check reads every row of the dedupe window; stop capture and backfill and "
@@ -217,10 +207,7 @@ class _IdentityTable:
                     self._kind,
                     self.path,
                 )
-            self._opened_at, self._opened_with = time.monotonic(), options
-        else:
-            delta.update(self._table, path=self.path, kind=self._kind)
-        return self._table
+        return table
 
     def _window_start(self, batch: pa.Table) -> datetime:
         """The oldest row the duplicate check reads: `age` ago, or, when `extend_to` names a source column,
@@ -236,11 +223,11 @@ class _IdentityTable:
         return since
 
     def version(self) -> int | None:
-        table = delta.open_table(self.path, aws.resolve(self._storage))
+        table = self._handle.latest()
         return None if table is None else table.version()
 
     def row_count(self) -> int:
-        table = delta.open_table(self.path, aws.resolve(self._storage))
+        table = self._handle.latest()
         return 0 if table is None else int(table.count())
 
     def insert_absent(self, batch: pa.Table, *, custom_metadata: Mapping[str, str]) -> CommitResult:

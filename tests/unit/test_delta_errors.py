@@ -223,11 +223,11 @@ def test_reading_checkpoints_during_an_outage_is_one_transient_line_naming_the_t
 
 
 def test_reading_back_a_landed_commit_during_an_outage_says_it_landed_and_names_the_table(monkeypatch):
-    from s3events.infra import delta_commit
+    from s3events.infra import delta, delta_commit
 
-    monkeypatch.setattr(delta_commit, "open_table", lambda path, options: _UnreachableTable())
+    monkeypatch.setattr(delta, "open_table", lambda path, options, kind: _UnreachableTable())
     with pytest.raises(TransientError) as error:
-        delta_commit._version_of("s3://lake/t", {}, "commit-1")
+        delta_commit._version_of(delta.TableHandle("s3://lake/t", dict), "commit-1")
     _one_line_without_colours(str(error.value))
     assert str(error.value).startswith(
         "committed, but cannot read back the version of the table at s3://lake/t: cannot reach the storage"
