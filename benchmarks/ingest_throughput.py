@@ -56,7 +56,8 @@ Measured, per round, in this order (MB = 10^6 bytes of source files):
 One local Spark session (`get_spark(master="local[2]")`, the session settings `s3events ingest` uses;
 only the console progress bar is turned off) serves ours and baseline B. Start-up is not timed: the
 session runs a tiny job, a tiny mapInArrow job, and each contender once on two small files of its own
-first. Every round's row count is checked. Per round and as medians it prints wall time, MB/s, rows/s
+first (ours twice: on driver threads, as so small a batch is read, and in a Spark job, as the rounds'
+batches are). Every round's row count is checked. Per round and as medians it prints wall time, MB/s, rows/s
 and the CPU seconds of this process tree (the Spark JVM, its Python workers and the moto_server are all
 children of this process), then the ratios ours/A, ours/B and ours/line path of throughput and of CPU
 efficiency, and the load average: other work on a shared machine moves wall times much more than CPU
@@ -357,7 +358,8 @@ def run_baseline_b(
 
 def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: str) -> None:
     """Start-up is not timed: a tiny job, a tiny mapInArrow job (Python worker daemon), then each
-    contender once on two small files of their own (imports in the workers, JIT, first-use costs)."""
+    contender once on two small files of their own, ours both on driver threads and in a Spark job (the
+    path the rounds' batches take): imports in the workers, JIT, first-use costs."""
 
     def identity(batches: Iterator[Any]) -> Iterator[Any]:
         yield from batches
@@ -369,15 +371,21 @@ def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: 
     warm = argparse.Namespace(files=2, lines=100, line_bytes=120, format=fmt)
     objects = put_files(s3, warm, local_dir, "warm-up/")
     write_metadata(str(work / "warm-up-metadata"), objects)
-    settings = ingest_settings(
-        endpoint_url,
-        str(work / "warm-up-metadata"),
-        str(work / "warm-up-ours"),
-        2,
-        *mode_settings(mode),
-        fmt=fmt,
-    )
-    run_ours(settings, spark, 200)
+    # Twice: on driver threads (a batch this small) and in a Spark job, the path the rounds' batches take.
+    for where, in_driver in (
+        ("driver", []),
+        ("job", [f"s3events.ingest.target.{TARGET}.driver.read.max.bytes=0"]),
+    ):
+        settings = ingest_settings(
+            endpoint_url,
+            str(work / "warm-up-metadata"),
+            str(work / f"warm-up-ours-{where}"),
+            2,
+            *mode_settings(mode),
+            *in_driver,
+            fmt=fmt,
+        )
+        run_ours(settings, spark, 200)
     run_baseline_a(s3, objects, str(work / "warm-up-a"), 200, fmt, mode)
     if mode == "append":
         run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
