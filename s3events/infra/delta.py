@@ -132,7 +132,7 @@ class TableHandle:
         return table
 
     def forget(self) -> None:
-        """Open afresh at the next use (after a failed commit: start again from what storage holds)."""
+        """Open afresh at the next use."""
         self._table = None
 
     def _adopt(self, table: DeltaTable | None, options: dict[str, str]) -> DeltaTable | None:
