@@ -168,13 +168,7 @@ def run_fast(
     if staged:
         merge_parts += take_staged(target.path, staged, aws)
     written = [from_row(r) for r in rows if r["path"] is not None]
-    accounted = sum(r["files"] or 0 for r in rows)
-    if accounted != len(files):  # a task's results were lost: committing would drop its files' rows
-        remove_data_files(target.path, written, aws)
-        raise TransientError(
-            f"target {target.name}: the fast path's results cover {accounted} of {len(files)} files; "
-            "the batch is not committed and will be retried"
-        )
+    ensure_accounted(rows, files, written, target=target.name, table_uri=target.path, aws=aws)
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
     schema = _table_schema(
         existing,
@@ -204,6 +198,27 @@ def run_fast(
         return FastResult(rest=files, reasons=dict.fromkeys((f.uri for f in files), whole_batch))
     rest = tuple(f for f in files if f.event_id in declined)
     return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest}, merged)
+
+
+def ensure_accounted(
+    rows: list[dict[str, Any]],
+    files: tuple[FileRef, ...],
+    written: list[WrittenFile],
+    *,
+    target: str,
+    table_uri: str,
+    aws: AwsOptions,
+) -> None:
+    """TransientError, the `written` files removed, unless the tasks' result rows account for every file
+    of the batch (each task reports how many it was given): a job whose results were lost (a driver out
+    of heap serving them) would otherwise commit the batch without those files' rows."""
+    accounted = sum(r["files"] or 0 for r in rows)
+    if accounted != len(files):
+        remove_data_files(table_uri, written, aws)
+        raise TransientError(
+            f"target {target}: the fast path's results cover {accounted} of {len(files)} files; "
+            "the batch is not committed and will be retried"
+        )
 
 
 def _merge_rows(tables: list[pa.Table], schema: pa.Schema, target: TargetSpec) -> pa.Table | str:
