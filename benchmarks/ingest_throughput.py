@@ -496,7 +496,7 @@ def main() -> int:
         if mode == "merge":
             print(
                 "target mode: merge (record.key=id; every id is new: A's MERGE inserts every row, ours "
-                "appends them, its fresh target holding no key; target_table._holds_none_of)"
+                "appends them, its fresh target holding no key; merge_scope.holds_none_of)"
             )
         no_line_path = args.no_line_path
         labels = {k: v for k, v in labels_for(fmt, mode).items() if not (k == "lines" and no_line_path)}

@@ -126,15 +126,18 @@ def check_transactions(
 
 
 def transaction_versions(
-    table_uri: str,
-    app_ids: Sequence[str],
-    storage_options: Mapping[str, str],
-    *,
-    handle: TableHandle | None = None,
+    table_uri: str, app_ids: Sequence[str], storage_options: Mapping[str, str]
 ) -> dict[str, int | None]:
-    """The stored app-transaction version per app id; None for unknown ids or when there is no table.
-    `handle`: the caller's kept table handle (same path), updated instead of opening the table."""
-    table = handle.latest() if handle else open_table(table_uri, storage_options)
+    """The stored app-transaction version per app id; None for unknown ids or when there is no table."""
+    return _versions(open_table(table_uri, storage_options), table_uri, app_ids)
+
+
+def stored_transactions(handle: TableHandle, app_ids: Sequence[str]) -> dict[str, int | None]:
+    """`transaction_versions` on a kept table handle's latest version (updated, not opened again)."""
+    return _versions(handle.latest(), handle.path, app_ids)
+
+
+def _versions(table: DeltaTable | None, table_uri: str, app_ids: Sequence[str]) -> dict[str, int | None]:
     return {app_id: _transaction_version(table, table_uri, app_id) if table else None for app_id in app_ids}
 
 

@@ -14,7 +14,7 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 from s3events.errors import CheckpointError, CommitConflict
 from s3events.infra import delta
 from s3events.infra.aws import StorageOptions, resolve
-from s3events.infra.delta_commit import check_transactions, commit_files, transaction_versions
+from s3events.infra.delta_commit import check_transactions, commit_files, stored_transactions
 from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to_transactions
 from s3events.ingest.merge_scope import holds_none_of, key_ranges, sql_string
@@ -52,14 +52,11 @@ class TargetTable:
         return resolve(self._storage)
 
     def checkpoint(self) -> Checkpoint | None:
-        return from_transactions(self.app_id, self._transactions(app_ids(self.app_id)))
+        return from_transactions(self.app_id, stored_transactions(self._handle, app_ids(self.app_id)))
 
     def schema(self) -> pa.Schema | None:
         table = self._handle.latest()
         return None if table is None else pa.schema(table.schema())
-
-    def _transactions(self, apps: Sequence[str]) -> dict[str, int | None]:
-        return transaction_versions(self.path, apps, self._storage_options(), handle=self._handle)
 
     def commit_append(
         self,
@@ -209,7 +206,7 @@ class TargetTable:
         `expected` is what the target stores, not where the batch starts: a running ingest's batch may
         start past it, over metadata versions that routed nothing to the target (maintenance commits,
         other prefixes), which it does not record every time."""
-        seen = self._transactions(app_ids(self.app_id))
+        seen = stored_transactions(self._handle, app_ids(self.app_id))
         stored = from_transactions(self.app_id, seen)
         if stored is not None:
             ensure_forward(stored, end)
@@ -266,13 +263,10 @@ class ErrorTable:
     def _storage_options(self) -> dict[str, str]:
         return resolve(self._storage)
 
-    def _transactions(self, apps: Sequence[str]) -> dict[str, int | None]:
-        return transaction_versions(self.path, apps, self._storage_options(), handle=self._handle)
-
     def origin(self) -> Checkpoint | None:
         """The starting point recorded for a target without a checkpoint, if any."""
         app = origin_id(self.app_id)
-        version = self._transactions([app])[app]
+        version = stored_transactions(self._handle, [app])[app]
         return None if version is None else Checkpoint(version, 0)
 
     def record_origin(self, start: Checkpoint, *, replacing: Checkpoint | None = None) -> Checkpoint:
@@ -300,7 +294,7 @@ class ErrorTable:
     def record(self, errors: pa.Table, *, end: Checkpoint) -> int:
         if errors.num_rows == 0:
             return 0
-        seen = self._transactions(app_ids(self.app_id))
+        seen = stored_transactions(self._handle, app_ids(self.app_id))
         stored = from_transactions(self.app_id, seen)
         if stored is not None and stored >= end:
             log.info("error rows of this batch are already in %s (replay); not written again", self.path)
