@@ -83,6 +83,7 @@ import pyarrow as pa
 from benchmarks.ingest_throughput import BUCKET, TARGET, ingest_settings, load, write_metadata
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
+from s3events.ingest.files.merge_input import MergeInput
 
 SEED_ROWS = 1_000
 COUNTRIES = ("DE", "FR", "US", "JP", "BR", "IN", "NG", "AU")
@@ -257,12 +258,12 @@ def timing_commit_merge() -> Iterator[list[tuple[float, float, pa.Table]]]:
     calls: list[tuple[float, float, pa.Table]] = []
     original: Callable[..., int] = TargetTable.commit_merge
 
-    def timed(self: TargetTable, rows: pa.Table, **kwargs: Any) -> int:
+    def timed(self: TargetTable, batch: MergeInput, **kwargs: Any) -> int:
         started = time.perf_counter()
         try:
-            return original(self, rows, **kwargs)
-        finally:
-            calls.append((started, time.perf_counter(), rows))
+            return original(self, batch, **kwargs)
+        finally:  # rows written by the tasks are read back from the files now committed, after the timing
+            calls.append((started, time.perf_counter(), batch.rows()))
 
     TargetTable.commit_merge = timed  # type: ignore[method-assign]
     try:

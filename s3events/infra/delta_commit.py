@@ -54,6 +54,7 @@ def commit_files(
     custom_metadata: Mapping[str, str] | None = None,
     expected_transactions: Mapping[str, int | None] | None = None,
     handle: TableHandle | None = None,
+    based_on: int | None = None,
 ) -> int:
     """Add `files` and record `transactions` in one commit; create the table when absent. Returns the
     version that holds the files (an empty `files` still commits, so the transactions move on).
@@ -70,6 +71,10 @@ def commit_files(
     processes that both believe they own a batch cannot both commit it.
 
     `handle` is the caller's kept table handle (same path), updated here instead of opening the table.
+
+    `based_on` is the version the caller decided on (e.g. that the table holds none of the rows' keys):
+    CommitConflict unless the table is still at it, and the commit is made as exactly the next version,
+    never rebased over a concurrent one. It needs an existing table that already has every column.
     """
     for f in files:
         if set(f.partition_values) != set(partition_by):
@@ -80,6 +85,7 @@ def commit_files(
     properties = CommitProperties(
         custom_metadata={**(custom_metadata or {}), COMMIT_ID_KEY: commit_id},
         app_transactions=[Transaction(app_id, version) for app_id, version in transactions.items()],
+        max_commit_retries=None if based_on is None else 0,
     )
     actions = [
         AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats) for f in files
@@ -89,6 +95,11 @@ def commit_files(
     with committing(table_uri):
         table = handle.latest()
         check_transactions(table, table_uri, expected_transactions)
+        if based_on is not None and (table is None or table.version() != based_on):
+            raise CommitConflict(
+                f"{table_uri}: the table moved past version {based_on} while this batch was checked "
+                "against it: another writer committed meanwhile; batch abandoned"
+            )
         if table is None:
             config = dict(configuration or {})
             if all(key.startswith("delta.") for key in config):

@@ -256,6 +256,12 @@ def take_staged(
     return tables
 
 
+def read_data_files(table_uri: str, files: Iterable[WrittenFile], options: AwsOptions) -> list[pa.Table]:
+    """The rows of written data files, as stored: without partition columns (Delta keeps those in the log)."""
+    filesystem, root = _filesystem(table_uri, options)
+    return [pq.read_table(f"{root}/{f.path}", filesystem=filesystem) for f in files]
+
+
 def remove_data_files(table_uri: str, files: Iterable[WrittenFile], options: AwsOptions) -> None:
     """Best effort: delete written but never committed files (readers never see them either way)."""
     filesystem, root = _filesystem(table_uri, options)

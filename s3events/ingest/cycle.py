@@ -338,9 +338,9 @@ class Ingest:
         # 3. write: error rows first (skipped on replay), then data and checkpoint in one commit
         state.errors.record(output.errors, end=batch.end)
         if spec.mode == "merge":
-            assert output.merge_rows is not None
+            assert output.merge is not None
             version = state.table.commit_merge(
-                output.merge_rows,
+                output.merge,
                 record_key=spec.record_key,
                 ordering_field=spec.ordering_field,
                 partition_by=spec.partition_by,

@@ -31,6 +31,23 @@ class Feed(Protocol):
         ...
 
 
+class MergeRows(Protocol):
+    """A merge batch's latest row per record key (`files.merge_input.MergeInput`): the keys in memory,
+    the rows held too or written as data files no commit names yet."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+    @property
+    def keys(self) -> pa.Table: ...
+    @property
+    def files(self) -> list[Any]: ...
+    @property
+    def num_rows(self) -> int: ...
+    def take_rows(self) -> pa.Table:
+        """The rows, read back if written; the files are then removed (never committed)."""
+        ...
+
+
 class ReadResult(Protocol):
     """What step 2 hands back: Parquet files the executors wrote (append) or rows to merge, error rows."""
 
@@ -43,7 +60,7 @@ class ReadResult(Protocol):
     @property
     def files(self) -> list[Any]: ...
     @property
-    def merge_rows(self) -> pa.Table | None: ...
+    def merge(self) -> MergeRows | None: ...
     @property
     def failed_files(self) -> dict[str, str]: ...
     @property
@@ -73,7 +90,7 @@ class TargetStore(Protocol):
     ) -> int: ...
     def commit_merge(
         self,
-        rows: pa.Table,
+        rows: MergeRows,
         *,
         record_key: tuple[str, ...],
         ordering_field: str | None,

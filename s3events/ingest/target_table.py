@@ -20,6 +20,7 @@ from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to
 from s3events.ingest.merge_scope import holds_none_of, key_ranges, sql_string
 from s3events.ingest.model import Checkpoint, Deletion, FileRef
 from s3events.ingest.plan import ensure_forward
+from s3events.ingest.ports import MergeRows
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +81,12 @@ class TargetTable:
             expected_transactions=seen,
             configuration=delta.table_properties("target", TARGET_SCHEMA_VERSION),
             handle=self._handle,
-            custom_metadata={
-                "s3events.writer": "ingest",
-                "s3events.checkpoint": f"{end.version}:{end.position}",
-            },
+            custom_metadata=self._commit_metadata(end),
         )
 
     def commit_merge(
         self,
-        rows: pa.Table,
+        batch: MergeRows,
         *,
         record_key: tuple[str, ...],
         ordering_field: str | None,
@@ -100,14 +98,28 @@ class TargetTable:
         seen = self._guard(expected, end)
         properties = self._commit_properties(end)
         table = self._handle.latest_or_create(
-            rows.schema, schema_version=TARGET_SCHEMA_VERSION, partition_by=list(partition_by)
+            batch.schema, schema_version=TARGET_SCHEMA_VERSION, partition_by=list(partition_by)
         )
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
         files = pa.table(table.get_add_actions(flatten=True))
-        if holds_none_of(files, rows, record_key):
+        if holds_none_of(files, batch.keys, record_key):
             # Nothing to update: append, as exactly the version after the snapshot just checked (a commit
             # that lost that version fails: CommitConflict) with the checkpoint, without a MERGE's scan,
-            # join and change-data files.
+            # join and change-data files. Rows the tasks wrote are committed as they are.
+            if batch.files and set(batch.schema.names) <= set(pa.schema(table.schema()).names):
+                return commit_files(
+                    self.path,
+                    batch.files,
+                    schema=pa.schema(table.schema()),
+                    partition_by=list(partition_by),
+                    storage_options=self._storage_options(),
+                    transactions=to_transactions(self.app_id, end),
+                    expected_transactions=seen,
+                    custom_metadata=self._commit_metadata(end),
+                    handle=self._handle,
+                    based_on=table.version(),
+                )
+            rows = batch.take_rows()
             with delta.committing(self.path, kind="target"):
                 write_deltalake(
                     table,
@@ -118,8 +130,9 @@ class TargetTable:
                     post_commithook_properties=delta.AFTER_COMMIT,
                 )
             return int(table.version())
+        rows = batch.take_rows()
         matching = [f"t.`{k}` = s.`{k}`" for k in record_key]
-        predicate = " AND ".join([*matching, *key_ranges(files, rows, record_key)])
+        predicate = " AND ".join([*matching, *key_ranges(files, batch.keys, record_key)])
         merger = table.merge(
             rows,
             predicate=predicate,
@@ -222,14 +235,12 @@ class TargetTable:
         self, end: Checkpoint, *, max_commit_retries: int | None = None
     ) -> CommitProperties:
         return _checkpoint_properties(
-            self.app_id,
-            end,
-            {
-                "s3events.writer": "ingest",
-                "s3events.checkpoint": f"{end.version}:{end.position}",
-            },
-            max_commit_retries=max_commit_retries,
+            self.app_id, end, self._commit_metadata(end), max_commit_retries=max_commit_retries
         )
+
+    @staticmethod
+    def _commit_metadata(end: Checkpoint) -> dict[str, str]:
+        return {"s3events.writer": "ingest", "s3events.checkpoint": f"{end.version}:{end.position}"}
 
 
 def _checkpoint_properties(

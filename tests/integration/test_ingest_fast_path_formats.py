@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import logging
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -200,6 +201,7 @@ def run_both(
     fmt: str,
     batches: list[dict[str, bytes]],
     where: str = "driver",
+    partition_by: str | None = "dt",
     **extra: object,
 ) -> list[int]:
     """Each batch through a fast target and a line-path target; the fast target's fast-path file counts."""
@@ -212,7 +214,7 @@ def run_both(
             str(tmp_path / name),
             fmt,
             key__prefix=f"{fmt}/",
-            partition__by="dt",
+            **({"partition__by": partition_by} if partition_by else {}),
             **{f"{fmt}__fast__path": str(name == "fast").lower()},
             **driver_read,
             **extra,
@@ -337,6 +339,65 @@ def test_merge_mode_fast_path_keeps_the_same_latest_row_per_key_as_the_line_path
     for name in ("fast", "lines"):
         staging = tmp_path / name / STAGING_DIR
         assert staging.is_dir() and not list(staging.glob("*"))
+
+
+NEW_KEY_BATCHES: list[dict[str, bytes]] = [
+    {  # creates the table; a key twice in one file (its task keeps one), no key in two files
+        "json/a.json": jsonl('{"id": 1, "seq": 1, "v": "a1"}', '{"id": 1, "seq": 2, "v": "a1 later"}'),
+        "json/b.json": jsonl('{"id": 2, "seq": 1, "v": "b2"}', '{"id": 3, "v": "b3"}'),
+    },
+    {  # ids above the held ones
+        "json/c.json": jsonl('{"id": 4, "seq": 1, "v": "c4"}'),
+        "json/d.json": jsonl('{"id": 5, "seq": 1, "v": "d5"}', '{"id": 6, "seq": 1, "v": "d6"}'),
+    },
+    {"json/e.json": jsonl('{"id": 2, "seq": 2, "v": "e2 update"}', '{"id": 7, "v": "e7"}')},  # a held id
+    {  # a new id in two files, so in two tasks: the driver reads their rows back to keep one
+        "json/f.json": jsonl('{"id": 8, "seq": 1, "v": "f8"}'),
+        "json/g.json": jsonl('{"id": 8, "seq": 3, "v": "g8"}', '{"id": 9, "v": "g9"}'),
+    },
+]
+
+
+@WHERE
+def test_merge_mode_commits_the_tasks_files_for_new_keys_and_merges_the_rest_as_the_line_path_does(
+    where, make_stack, s3, spark, tmp_path, caplog
+):
+    merge = {"mode": "merge", "record__key": "id", "ordering__field": "seq", "max__files__per__batch": 2}
+    fast_files = run_both(
+        make_stack, s3, spark, tmp_path, caplog, "json", NEW_KEY_BATCHES, where, partition_by=None, **merge
+    )
+
+    assert fast_files == [2, 2, 1, 2]
+    fast = str(tmp_path / "fast")
+    landed = {r["id"]: r["v"] for r in read_table(fast)}
+    assert landed == {
+        1: "a1 later",
+        2: "e2 update",
+        3: "b3",
+        4: "c4",
+        5: "d5",
+        6: "d6",
+        7: "e7",
+        8: "g8",
+        9: "g9",
+    }
+    # The batches of new keys held in no two tasks are committed as the files the tasks wrote (by the
+    # commit that names its files' writer); the update is a MERGE; the key in two tasks' files is
+    # appended by the driver once it has kept one row of it.
+    history = sorted(DeltaTable(fast).history(), key=lambda c: c["version"])
+    data = [c for c in history if c["operation"] in ("WRITE", "MERGE")]
+    assert [(c["operation"], "s3events.commitId" in c) for c in data] == [
+        ("WRITE", True),
+        ("WRITE", True),
+        ("MERGE", False),
+        ("WRITE", False),
+    ]
+    # Written rows that were read back for a MERGE or a reduction left no file behind, nor staged keys.
+    actions = [json.loads(line) for log in Path(fast, "_delta_log").glob("*.json") for line in log.open()]
+    ever_added = {a[kind]["path"] for a in actions for kind in ("add", "cdc") if kind in a}
+    on_disk = {str(p.relative_to(fast)) for p in Path(fast).rglob("*.parquet") if "_delta_log" not in p.parts}
+    assert on_disk <= ever_added
+    assert not list(Path(fast, STAGING_DIR).glob("*"))
 
 
 def test_merge_mode_on_executors_where_one_task_s_files_lack_the_key_keeps_what_the_line_path_keeps(

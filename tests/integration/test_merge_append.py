@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.target_table import TargetTable
 
@@ -29,7 +30,7 @@ class Target:
         expected = self.end
         self.end = Checkpoint(0 if expected is None else expected.version + 1, 0)
         self.table.commit_merge(
-            pa.table(rows, schema=self.schema),
+            MergeInput.held(pa.table(rows, schema=self.schema)),
             record_key=self.record_key,
             ordering_field=None,
             partition_by=(),

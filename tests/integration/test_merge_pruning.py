@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.target_table import TargetTable
 
@@ -34,7 +35,12 @@ def test_a_merge_never_opens_a_data_file_outside_its_keys_range(tmp_path: Path, 
     def merge(ids: range, value: str, expected: Checkpoint | None, end: Checkpoint) -> int:
         rows = pa.table({"id": [key(i) for i in ids], "v": [value] * len(ids)}, schema=schema)
         return table.commit_merge(
-            rows, record_key=("id",), ordering_field=None, partition_by=(), expected=expected, end=end
+            MergeInput.held(rows),
+            record_key=("id",),
+            ordering_field=None,
+            partition_by=(),
+            expected=expected,
+            end=end,
         )
 
     path = tmp_path / "target"
@@ -67,7 +73,12 @@ def test_a_merge_of_old_and_new_keys_never_opens_the_files_between_them(tmp_path
     def merge(ids: list[int], value: str, expected: Checkpoint | None, end: Checkpoint) -> int:
         rows = pa.table({"id": [key(i) for i in ids], "v": [value] * len(ids)}, schema=schema)
         return table.commit_merge(
-            rows, record_key=("id",), ordering_field=None, partition_by=(), expected=expected, end=end
+            MergeInput.held(rows),
+            record_key=("id",),
+            ordering_field=None,
+            partition_by=(),
+            expected=expected,
+            end=end,
         )
 
     for n in range(3):  # data files of keys 0-99, 100-199 and 200-299

@@ -332,3 +332,38 @@ def test_commit_is_refused_when_another_writer_moved_the_app_transaction_since_t
 
     table = DeltaTable(uri)
     assert table.version() == 0 and sorted(r["id"] for r in table.to_pyarrow_table().to_pylist()) == [0, 1]
+
+
+def test_a_commit_based_on_a_version_is_refused_once_any_writer_committed_after_it(tmp_path):
+    # A merge batch decides "the table holds none of these keys" on one version and commits its files
+    # only as the very next one: any commit in between, whoever made it, may hold those keys.
+    uri = str(tmp_path / "based")
+    options = aws.AwsOptions(region="us-east-1")
+
+    def written(ids: range) -> WrittenFile:
+        f = write_data_file([rows(ids)], table_uri=uri, schema=SCHEMA, options=options)
+        assert f is not None
+        return f
+
+    def commit(files: list[WrittenFile], app: str, based_on: int | None = None) -> int:
+        return commit_files(
+            uri,
+            files,
+            schema=SCHEMA,
+            partition_by=[],
+            storage_options={},
+            transactions={app: 1},
+            based_on=based_on,
+        )
+
+    commit([written(range(2))], "first")
+    checked = DeltaTable(uri).version()
+    commit([written(range(2, 4))], "other writer")  # not this app's transaction: only `based_on` can see it
+
+    with pytest.raises(CommitConflict, match=f"moved past version {checked}"):
+        commit([written(range(0, 1))], "mine", based_on=checked)
+    assert commit([written(range(9, 10))], "mine", based_on=checked + 1) == checked + 2
+
+    table = DeltaTable(uri)
+    assert sorted(r["id"] for r in table.to_pyarrow_table().to_pylist()) == [0, 1, 2, 3, 9]
+    assert transaction_versions(uri, ["mine"], {}) == {"mine": 1}

@@ -55,6 +55,7 @@ from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
 from s3events.ingest.files.frames import collected, file_refs, files_frame
 from s3events.ingest.files.lines import codec_for_key
+from s3events.ingest.files.merge_input import MergeInput, concat_conformed
 from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, MAX_OBJECT_BYTES, Fetched, fetch
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec, key_path_value
@@ -77,12 +78,14 @@ _OUT_SCHEMA = pa.schema(
         pa.field("event_id", pa.string()),  # a file for the line path ...
         pa.field("reason", pa.string()),  # ... and why
         pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
-        pa.field("rows", pa.binary()),  # merge mode, driver threads: the latest row per key (IPC stream)
-        pa.field("staged", pa.string()),  # merge mode, executors: where they are staged (`stage_table`)
+        # Merge mode: the latest row per key, or only their keys when the rows are written as data files;
+        pa.field("rows", pa.binary()),  # on driver threads as an IPC stream,
+        pa.field("staged", pa.string()),  # from executors where they are staged (`stage_table`)
         pa.field("files", pa.int64()),  # the files a task was given (one row per task)
     ]
 )
 _FIXED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
+_TYPE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 @dataclass
@@ -91,12 +94,12 @@ class FastResult:
     schema: pa.Schema | None = None  # the table schema the written files belong to
     rest: tuple[FileRef, ...] = ()  # files for the line path
     reasons: dict[str, str] = field(default_factory=dict)  # uri -> why it takes the line path
-    merge_rows: pa.Table | None = None  # merge mode: the fast files' latest row per record key
+    merge: MergeInput | None = None  # merge mode: the fast files' latest row per record key
 
     @property
     def rows(self) -> int:
-        if self.merge_rows is not None:
-            return int(self.merge_rows.num_rows)
+        if self.merge is not None:
+            return self.merge.num_rows
         return sum(f.num_records for f in self.files)
 
 
@@ -139,6 +142,9 @@ def run_fast(
     total = sum(f.size or 0 for f in files)
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
     merge = target.mode == "merge"
+    # Merge rows are written as data files and only their keys come back (`merge_input`), unless the
+    # target is partitioned: its files lack the partition columns, which a MERGE would need read back.
+    write_merge = merge and not target.partition_by
     in_driver = driver_bytes(files) <= target.driver_read_max_bytes
     reduce = partial(
         latest_rows.latest_if_reducible, record_key=target.record_key, ordering_field=target.ordering_field
@@ -151,9 +157,11 @@ def run_fast(
         partition_by=target.partition_by,
         ingested_at=ingested_at,
         # Tasks on executors send back only their latest rows, through storage: collected, they would
-        # all be in the driver's JVM at once. On driver threads the driver's one reduction suffices.
-        latest=(_unreduced if in_driver else reduce) if merge else None,
+        # all be in the driver's JVM at once. On driver threads the driver's one reduction suffices,
+        # unless the tasks write the rows: each file then holds one row per key.
+        latest=(_unreduced if in_driver and not write_merge else reduce) if merge else None,
         stage=not in_driver,
+        key_columns=target.record_key if write_merge else None,
     )
     rows: list[dict[str, Any]]
     if in_driver:
@@ -164,6 +172,7 @@ def run_fast(
         frame = files_frame(spark, files, tasks).mapInArrow(partition_task, from_arrow_schema(_OUT_SCHEMA))
         rows = collected(frame)
     staged = [r["staged"] for r in rows if r["staged"] is not None]
+    # merge mode: the tasks' latest rows, or only their keys when the tasks wrote the rows
     merge_parts = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
     if staged:
         merge_parts += take_staged(target.path, staged, aws)
@@ -179,9 +188,6 @@ def run_fast(
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
     adds_columns = schema is not None and (existing is None or set(schema.names) - set(existing.names))
-    merged: pa.Table | str | None = None
-    if merge and schema is not None:
-        merged = _merge_rows(merge_parts, schema, target)
     whole_batch = (
         "types differ between files"
         if schema is None  # the tasks disagree on a type: let the line path infer over all files
@@ -189,15 +195,25 @@ def run_fast(
         if len(headers) > 1
         else "the batch's new columns are typed from every file"
         if declined and adds_columns and parser.schema_from_every_file
-        else merged
-        if isinstance(merged, str)
         else None
     )
+    merged: MergeInput | str | None = None
+    if whole_batch is None and merge:
+        assert schema is not None
+        if write_merge:
+            merged = _merge_written(merge_parts, written, schema, target, aws)
+        else:
+            merged = _merge_rows(merge_parts, schema, target)
+        if isinstance(merged, str):
+            whole_batch = merged
     if whole_batch is not None:
         remove_data_files(target.path, written, aws)
         return FastResult(rest=files, reasons=dict.fromkeys((f.uri for f in files), whole_batch))
     rest = tuple(f for f in files if f.event_id in declined)
-    return FastResult(written, schema, rest, {f.uri: declined[f.event_id] for f in rest}, merged)
+    reasons = {f.uri: declined[f.event_id] for f in rest}
+    if isinstance(merged, MergeInput):  # the written files, if any, are the merge input's
+        return FastResult([], schema, rest, reasons, merged)
+    return FastResult(written, schema, rest, reasons)
 
 
 def ensure_accounted(
@@ -221,26 +237,40 @@ def ensure_accounted(
         )
 
 
-def _merge_rows(tables: list[pa.Table], schema: pa.Schema, target: TargetSpec) -> pa.Table | str:
+def _merge_rows(tables: list[pa.Table], schema: pa.Schema, target: TargetSpec) -> MergeInput | str:
     """The tasks' latest rows reduced to the batch's, in the table schema; or why they cannot be."""
-    try:
-        rows = pa.concat_tables(tables, promote_options="permissive") if tables else schema.empty_table()
-        rows = conform(rows, schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        return f"types differ between files: {exc}"
-    why = latest_rows.reducible(rows.schema, target.record_key, target.ordering_field)
+    why = latest_rows.reducible(schema, target.record_key, target.ordering_field)
     if why is not None:
         return why
-    return latest_rows.latest(rows, target.record_key, target.ordering_field)
+    try:
+        rows = concat_conformed(tables, schema)
+    except _TYPE_ERRORS as exc:
+        return f"types differ between files: {exc}"
+    return MergeInput.held(latest_rows.latest(rows, target.record_key, target.ordering_field))
 
 
-def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`rows` with exactly the columns of `schema`, in its order and types (null where a row has none)."""
-    columns = [
-        rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+def _merge_written(
+    keys: list[pa.Table], written: list[WrittenFile], schema: pa.Schema, target: TargetSpec, aws: AwsOptions
+) -> MergeInput | str:
+    """The tasks' written latest rows, by their `keys`, as the batch's; or why they cannot be. A key in
+    the files of two tasks (or of two flushes of one) makes the driver read them back and reduce them."""
+    why = latest_rows.reducible(schema, target.record_key, target.ordering_field)
+    if why is not None:
+        return why
+    try:
+        held = concat_conformed(keys, pa.schema([schema.field(name) for name in target.record_key]))
+    except _TYPE_ERRORS as exc:
+        return f"types differ between files: {exc}"
+    if held.num_rows != sum(f.num_records for f in written):  # rows whose keys no one would check
+        remove_data_files(target.path, written, aws)
+        raise TransientError(
+            f"target {target.name}: the fast path's tasks sent back {held.num_rows} keys for "
+            f"{sum(f.num_records for f in written)} written rows; the batch will be retried"
+        )
+    rows = MergeInput.written(written, held, schema=schema, table_uri=target.path, aws=aws)
+    if latest_rows.keys_distinct(held, target.record_key):
+        return rows
+    return MergeInput.held(latest_rows.latest(rows.take_rows(), target.record_key, target.ordering_field))
 
 
 def driver_bytes(files: tuple[FileRef, ...]) -> int:
@@ -317,10 +347,12 @@ def _fast_task(
     ingested_at: datetime,
     latest: Callable[[pa.Table], pa.Table] | None = None,
     stage: bool = False,
+    key_columns: tuple[str, ...] | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
-    file and per CSV header line seen. Merge mode (`latest`): nothing is written; the task's latest row
-    per record key goes back instead (`stage`: through the table's staging directory)."""
+    file and per CSV header line seen. Merge mode (`latest`): the task's latest rows per record key are
+    written with their `key_columns` going back, or without `key_columns` the rows themselves go back
+    (`stage`: through the table's staging directory)."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
@@ -334,6 +366,7 @@ def _fast_task(
         parser=parser,
         latest=latest,
         stage=stage,
+        key_columns=key_columns,
     )
     finish = partial(_finish, partition_by=partition_by, ingested_at=ingested_at)
     remove = partial(remove_data_files, table_uri, options=aws)
@@ -467,6 +500,7 @@ def _flush(
     parser: FileParser,
     latest: Callable[[pa.Table], pa.Table] | None,
     stage: bool = False,
+    key_columns: tuple[str, ...] | None = None,
 ) -> list[dict[str, object]]:
     if not pending:
         return []
@@ -474,23 +508,35 @@ def _flush(
         # Files of one task may differ in columns (each has its own); an integer column of one file
         # and a double column of another become double, as Spark's inference would have it.
         table = pa.concat_tables([t for _, t in pending], promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+    except _TYPE_ERRORS as exc:
         return _declined(pending, f"types differ between files: {exc}")
     odd = [f.name for f in table.schema if f.name not in _FIXED and not parser.keeps_type(f.type)]
     if odd:  # e.g. structs merged in an order Spark would not give
         return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()
+    send = partial(_sent_back, stage=stage, table_uri=table_uri, aws=aws, schema=schema_bytes)
     if latest is not None:
-        if stage:
-            staged = stage_table(latest(table), table_uri=table_uri, options=aws)
-            return [{"staged": staged, "schema": schema_bytes}]
-        return [{"rows": _ipc(latest(table)), "schema": schema_bytes}]
+        table = latest(table)
+        if key_columns is None:
+            return [send(table)]
     # An all-null column has no type yet: the table decides it; the file simply lacks the column.
     stored = table.select([f.name for f in table.schema if not pa.types.is_null(f.type)])
     files = write_partitioned(
         stored, table_uri=table_uri, schema=stored.schema, options=aws, partition_by=partition_by
     )
-    return [{**to_row(f), "schema": schema_bytes} for f in files]
+    out = [{**to_row(f), "schema": schema_bytes} for f in files]
+    if key_columns is not None:  # a key column the part lacks is null: the driver conforms the keys
+        out.append(send(table.select([name for name in key_columns if name in table.column_names])))
+    return out
+
+
+def _sent_back(
+    rows: pa.Table, *, stage: bool, table_uri: str, aws: AwsOptions, schema: bytes
+) -> dict[str, object]:
+    """The result row handing `rows` to the driver: staged in storage, or inline."""
+    if stage:
+        return {"staged": stage_table(rows, table_uri=table_uri, options=aws), "schema": schema}
+    return {"rows": _ipc(rows), "schema": schema}
 
 
 def _unreduced(table: pa.Table) -> pa.Table:

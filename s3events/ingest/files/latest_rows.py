@@ -52,7 +52,7 @@ def _groups_as_spark_does(kind: pa.DataType) -> bool:
 
 def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | None) -> pa.Table:
     """One row per distinct record key (null is a key of its own): the first in the merge order."""
-    if table.num_rows == 0 or _keys_distinct(table, record_key):
+    if table.num_rows == 0 or keys_distinct(table, record_key):
         return table  # each row is its key's only one: no sort (a batch of new keys, most often)
     order = [(name, "descending") for name in _LINEAGE_ORDER]
     if ordering_field is not None and ordering_field in table.column_names:  # absent: null, orders nothing
@@ -64,7 +64,7 @@ def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | Non
     return ranked.take(pc.take(firsts[f"{_INDEX}_min"], keep)).drop_columns([_INDEX])
 
 
-def _keys_distinct(table: pa.Table, record_key: Sequence[str]) -> bool:
+def keys_distinct(table: pa.Table, record_key: Sequence[str]) -> bool:
     """Whether no two rows share a record key (two nulls are one key, as in `latest`'s grouping)."""
     if len(record_key) == 1:
         return bool(pc.count_distinct(table[record_key[0]], mode="all").as_py() == table.num_rows)

@@ -34,8 +34,9 @@ from s3events.infra.parquet_files import (
 )
 from s3events.ingest.files import latest_rows
 from s3events.ingest.files.fast_csv import MAX_CSV_COLUMNS, csv_fields, too_wide
-from s3events.ingest.files.fast_path import conform, describe, fast_parser, run_fast
+from s3events.ingest.files.fast_path import describe, fast_parser, run_fast
 from s3events.ingest.files.frames import collected, file_refs, files_frame
+from s3events.ingest.files.merge_input import MergeInput, conform
 from s3events.ingest.files.objects import (
     INGESTED_AT,
     LINE_SCHEMA,
@@ -64,7 +65,7 @@ class ReadOutput:
     errors: pa.Table  # ERROR_SCHEMA rows
     rows: int = 0
     files: list[WrittenFile] = field(default_factory=list)  # append mode: data files the executors wrote
-    merge_rows: pa.Table | None = None  # merge mode: the batch's latest row per record key
+    merge: MergeInput | None = None  # merge mode: the batch's latest row per record key
     failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
     fast_path_files: int = 0  # input files the fast path read (the others took the line path)
 
@@ -99,18 +100,18 @@ def run_batch(
             ERROR_SCHEMA.empty_table(),
             fast.rows,
             fast.files,
-            merge_rows=fast.merge_rows,
+            merge=fast.merge,
             fast_path_files=len(batch.files),
         )
     log.info("target %s: %s", target.name, describe(fast))
-    took_fast = bool(fast.files) or (fast.merge_rows is not None and fast.merge_rows.num_rows > 0)
+    took_fast = bool(fast.files) or (fast.merge is not None and fast.merge.num_rows > 0)
     out = _run_on_spark(spark, fast.rest, target, fast.schema if took_fast else existing, aws, ingested_at)
     out.files = [*fast.files, *out.files]
     out.rows += fast.rows
-    if fast.merge_rows is not None and out.merge_rows is not None:  # both paths' rows: one latest per key
-        both = pa.concat_tables([conform(fast.merge_rows, out.schema), out.merge_rows])
-        out.merge_rows = latest_rows.latest(both, target.record_key, target.ordering_field)
-        out.rows = out.merge_rows.num_rows
+    if fast.merge is not None and out.merge is not None:  # both paths' rows: one latest per key
+        both = pa.concat_tables([conform(fast.merge.take_rows(), out.schema), out.merge.take_rows()])
+        out.merge = MergeInput.held(latest_rows.latest(both, target.record_key, target.ordering_field))
+        out.rows = out.merge.num_rows
     out.fast_path_files = len(batch.files) - len(fast.rest)
     return out
 
@@ -151,8 +152,8 @@ def _run_on_spark(
         }
         out = ReadOutput(schema=schema, errors=errors, failed_files=failed)
         if target.mode == "merge":
-            out.merge_rows = _staged_rows(_latest_per_key(good, target), target, aws).cast(schema)
-            out.rows = out.merge_rows.num_rows
+            out.merge = MergeInput.held(_staged_rows(_latest_per_key(good, target), target, aws).cast(schema))
+            out.rows = out.merge.num_rows
         else:
             out.files = _write(good, target, schema, aws, sum(f.size or 0 for f in files))
             out.rows = sum(f.num_records for f in out.files)
