@@ -130,6 +130,7 @@ def write_data_file(
     stats = _Stats(file_schema)
     sink: Any = None
     writer: pq.ParquetWriter | None = None
+    written: list[pq.FileMetaData] = []
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -140,7 +141,11 @@ def write_data_file(
                     filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
                 sink = filesystem.open_output_stream(target)
                 writer = pq.ParquetWriter(
-                    sink, file_schema, compression=compression, use_dictionary=dictionary_columns(batch)
+                    sink,
+                    file_schema,
+                    compression=compression,
+                    use_dictionary=dictionary_columns(batch),
+                    metadata_collector=written,
                 )
             writer.write(batch)
             stats.update(batch)
@@ -149,6 +154,7 @@ def write_data_file(
         writer.close()
         size = int(sink.tell())
         sink.close()
+        stats.take_string_bounds(written[0])
     except BaseException:
         _abandon(filesystem, target, writer, sink)
         raise
@@ -355,7 +361,9 @@ def _conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema, table_schema: 
 
 
 class _Stats:
-    """Delta file statistics accumulated over the batches of one file."""
+    """Delta file statistics accumulated over the batches of one file. String bounds come from the
+    Parquet writer's own statistics (`take_string_bounds`): the writer computes them anyway, and a second
+    pass over every string was a fifth of a file's write."""
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
@@ -374,12 +382,40 @@ class _Stats:
             if pa.types.is_floating(f.type) and pc.any(pc.is_nan(column)).as_py():
                 self.no_bounds.add(f.name)
                 continue
+            if _is_string(f.type):
+                continue
             if pa.types.is_timestamp(f.type):  # compare raw ticks: no precision lost to datetime
                 column = column.cast(pa.int64())
             low, high = pc.min_max(column).values()
             if low.is_valid:
-                self.mins[f.name] = min(self.mins.get(f.name, low.as_py()), low.as_py())
-                self.maxs[f.name] = max(self.maxs.get(f.name, high.as_py()), high.as_py())
+                self._bound(f.name, low.as_py(), high.as_py())
+
+    def take_string_bounds(self, written: pq.FileMetaData) -> None:
+        """The string columns' bounds from the written file's row group statistics. Parquet compares
+        strings byte by byte, as Arrow does, and keeps them exact (a test holds it to that); a row group
+        with values but no bounds (the writer leaves out a min or max longer than 4,096 bytes) leaves its
+        column without bounds."""
+        strings: dict[int, str] = {}  # Parquet column (leaf) index -> top-level string column
+        leaves = 0
+        for f in self.schema:
+            if _is_string(f.type):
+                strings[leaves] = f.name
+            leaves += len(_leaf_paths(f.name, f.type))
+        if leaves != written.num_columns:  # not the layout assumed: no string bounds rather than wrong ones
+            self.no_bounds.update(strings.values())
+        for group in (written.row_group(i) for i in range(written.num_row_groups)):
+            for index, name in strings.items():
+                found = group.column(index).statistics
+                if name in self.no_bounds:
+                    continue
+                if found is not None and found.has_min_max:
+                    self._bound(name, found.min, found.max)
+                elif not (found is not None and found.has_null_count and found.null_count == group.num_rows):
+                    self.no_bounds.add(name)
+
+    def _bound(self, name: str, low: Any, high: Any) -> None:
+        self.mins[name] = min(self.mins.get(name, low), low)
+        self.maxs[name] = max(self.maxs.get(name, high), high)
 
     def to_json(self) -> str:
         mins, maxs = {}, {}
@@ -396,6 +432,10 @@ class _Stats:
             separators=(",", ":"),
             allow_nan=False,
         )
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def _has_bounds(t: pa.DataType) -> bool:

@@ -275,6 +275,39 @@ def test_statistics_bound_every_value_and_skip_what_cannot_be_bounded(tmp_path):
     assert stats["nullCount"] == {"ts": 0, "long_text": 0, "f": 0, "d": 1, "st": {"x": 1}, "raw": 0}
 
 
+def test_string_bounds_hold_every_batch_of_a_file_and_are_left_out_where_parquet_kept_none(tmp_path):
+    # String bounds come from the Parquet writer's statistics, one row group per batch; a column named
+    # like a nested leaf ("st.s") sits beside that leaf; a min or max too long for Parquet's statistics
+    # leaves its column without bounds rather than with wrong ones.
+    schema = pa.schema(
+        [
+            ("st", pa.struct([("s", pa.string())])),
+            ("st.s", pa.string()),
+            ("huge", pa.string()),
+            ("empty", pa.string()),
+            ("u", pa.large_string()),
+        ]
+    )
+
+    def batch(st: list[str], flat: list[str], huge: list[str], u: list[str]) -> pa.RecordBatch:
+        n = len(flat)
+        data = {"st": [{"s": v} for v in st], "st.s": flat, "huge": huge, "empty": [None] * n, "u": u}
+        return pa.RecordBatch.from_pydict(data, schema=schema)
+
+    batches = [
+        batch(["zzz", "zzz"], ["m", "k"], ["x", "y" * 10_000], ["é", "b"]),
+        batch(["aaa", "aaa"], ["n", "é"], ["a", "b"], ["a", "c"]),
+    ]
+    written = write_data_file(batches, table_uri=str(tmp_path / "s"), schema=schema, options=aws.AwsOptions())
+    assert written is not None
+    stats = json.loads(written.stats)
+    assert (stats["minValues"]["st.s"], stats["maxValues"]["st.s"]) == ("k", "é")  # bytes order: é > n
+    assert (stats["minValues"]["u"], stats["maxValues"]["u"]) == ("a", "é")
+    assert "huge" not in stats["minValues"] and "huge" not in stats["maxValues"]
+    assert "empty" not in stats["minValues"] and stats["nullCount"]["empty"] == 4
+    assert stats["nullCount"]["st"] == {"s": 0}
+
+
 def test_written_file_round_trips_through_a_row():
     f = WrittenFile(
         "day=x/part-1.parquet", 10, 2, {"day": "x", "h": None}, 1_700_000_000_000, '{"numRecords":2}'
