@@ -219,6 +219,19 @@ def partition_value(value: Any) -> str | None:
     return str(value)
 
 
+def partition_column(value: str | None, t: pa.DataType, rows: int) -> pa.Array:
+    """`rows` values of a partition column of type `t` as Delta readers see them: the log's `value`
+    (`partition_value`'s string) read back. ArrowInvalid when it does not read as `t`."""
+    if value is None:
+        return pa.nulls(rows, t)
+    text = pa.array([value], pa.string())
+    if pa.types.is_timestamp(t):  # written in UTC without a zone, to the microsecond
+        typed = text.cast(pa.timestamp("us")).cast(pa.timestamp(t.unit)).cast(t)
+    else:
+        typed = text.cast(t)
+    return pa.repeat(typed[0], rows)
+
+
 def stage_table(table: pa.Table, *, table_uri: str, options: AwsOptions) -> str:
     """Write `table` as an Arrow IPC file under the table's staging directory, for the driver to take
     (`take_staged`); returns its path relative to the table root. Delta readers see only the files the
@@ -262,10 +275,20 @@ def take_staged(
     return tables
 
 
-def read_data_files(table_uri: str, files: Iterable[WrittenFile], options: AwsOptions) -> list[pa.Table]:
-    """The rows of written data files, as stored: without partition columns (Delta keeps those in the log)."""
+def read_data_files(
+    table_uri: str, files: Iterable[WrittenFile], options: AwsOptions, *, schema: pa.Schema
+) -> list[pa.Table]:
+    """The rows of written data files as Delta readers would see them once committed: the partition
+    columns (not stored in the files) from the files' partition values, typed by the table `schema`."""
     filesystem, root = _filesystem(table_uri, options)
-    return [pq.read_table(f"{root}/{f.path}", filesystem=filesystem) for f in files]
+    tables = []
+    for f in files:
+        table = pq.read_table(f"{root}/{f.path}", filesystem=filesystem)
+        for name, value in f.partition_values.items():
+            column = partition_column(value, schema.field(name).type, table.num_rows)
+            table = table.append_column(name, column)
+        tables.append(table)
+    return tables
 
 
 def remove_data_files(table_uri: str, files: Iterable[WrittenFile], options: AwsOptions) -> None:

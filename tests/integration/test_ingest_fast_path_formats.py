@@ -343,33 +343,37 @@ def test_merge_mode_fast_path_keeps_the_same_latest_row_per_key_as_the_line_path
 
 NEW_KEY_BATCHES: list[dict[str, bytes]] = [
     {  # creates the table; a key twice in one file (its task keeps one), no key in two files
-        "json/a.json": jsonl('{"id": 1, "seq": 1, "v": "a1"}', '{"id": 1, "seq": 2, "v": "a1 later"}'),
-        "json/b.json": jsonl('{"id": 2, "seq": 1, "v": "b2"}', '{"id": 3, "v": "b3"}'),
+        "json/dt=1/a.json": jsonl('{"id": 1, "seq": 1, "v": "a1"}', '{"id": 1, "seq": 2, "v": "a1 later"}'),
+        "json/dt=2/b.json": jsonl('{"id": 2, "seq": 1, "v": "b2"}', '{"id": 3, "v": "b3"}'),
     },
     {  # ids above the held ones
-        "json/c.json": jsonl('{"id": 4, "seq": 1, "v": "c4"}'),
-        "json/d.json": jsonl('{"id": 5, "seq": 1, "v": "d5"}', '{"id": 6, "seq": 1, "v": "d6"}'),
+        "json/dt=2/c.json": jsonl('{"id": 4, "seq": 1, "v": "c4"}'),
+        "json/no partition/d.json": jsonl('{"id": 5, "seq": 1, "v": "d5"}', '{"id": 6, "seq": 1, "v": "d6"}'),
     },
-    {"json/e.json": jsonl('{"id": 2, "seq": 2, "v": "e2 update"}', '{"id": 7, "v": "e7"}')},  # a held id
+    {"json/dt=3/e.json": jsonl('{"id": 2, "seq": 2, "v": "e2 update"}', '{"id": 7, "v": "e7"}')},  # a held id
     {  # a new id in two files, so in two tasks: the driver reads their rows back to keep one
-        "json/f.json": jsonl('{"id": 8, "seq": 1, "v": "f8"}'),
-        "json/g.json": jsonl('{"id": 8, "seq": 3, "v": "g8"}', '{"id": 9, "v": "g9"}'),
+        "json/dt=3/f.json": jsonl('{"id": 8, "seq": 1, "v": "f8"}'),
+        "json/dt=4/g.json": jsonl('{"id": 8, "seq": 3, "v": "g8"}', '{"id": 9, "v": "g9"}'),
     },
 ]
 
 
 @WHERE
+@pytest.mark.parametrize("partition_by", [None, "dt"])
 def test_merge_mode_commits_the_tasks_files_for_new_keys_and_merges_the_rest_as_the_line_path_does(
-    where, make_stack, s3, spark, tmp_path, caplog
+    where, partition_by, make_stack, s3, spark, tmp_path, caplog
 ):
     merge = {"mode": "merge", "record__key": "id", "ordering__field": "seq", "max__files__per__batch": 2}
     fast_files = run_both(
-        make_stack, s3, spark, tmp_path, caplog, "json", NEW_KEY_BATCHES, where, partition_by=None, **merge
+        make_stack, s3, spark, tmp_path, caplog, "json", NEW_KEY_BATCHES, where, partition_by, **merge
     )
 
     assert fast_files == [2, 2, 1, 2]
     fast = str(tmp_path / "fast")
     landed = {r["id"]: r["v"] for r in read_table(fast)}
+    if partition_by:  # each row in its file's partition; rows read back for a MERGE keep theirs
+        partitions = {r["id"]: r["dt"] for r in read_table(fast)}
+        assert partitions == {1: "1", 2: "3", 3: "2", 4: "2", 5: None, 6: None, 7: "3", 8: "4", 9: "4"}
     assert landed == {
         1: "a1 later",
         2: "e2 update",

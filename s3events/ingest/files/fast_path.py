@@ -41,6 +41,7 @@ from s3events.infra.parquet_files import (
     WRITTEN_FILE_SCHEMA,
     WrittenFile,
     from_row,
+    partition_column,
     remove_data_files,
     stage_table,
     take_staged,
@@ -142,9 +143,8 @@ def run_fast(
     total = sum(f.size or 0 for f in files)
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
     merge = target.mode == "merge"
-    # Merge rows are written as data files and only their keys come back (`merge_input`), unless the
-    # target is partitioned: its files lack the partition columns, which a MERGE would need read back.
-    write_merge = merge and not target.partition_by
+    # Merge rows are written as data files and only their keys come back (`merge_input`).
+    write_merge = merge
     in_driver = driver_bytes(files) <= target.driver_read_max_bytes
     reduce = partial(
         latest_rows.latest_if_reducible, record_key=target.record_key, ordering_field=target.ordering_field
@@ -216,6 +216,19 @@ def run_fast(
     return FastResult(written, schema, rest, reasons)
 
 
+def _unreadable_partition(written: list[WrittenFile], schema: pa.Schema) -> str | None:
+    """Why a written file's partition value would not read back as its column's type (a MERGE reads
+    the files back), if one would not."""
+    for values in {tuple(sorted(f.partition_values.items())) for f in written}:
+        for name, value in values:
+            kind = schema.field(name).type
+            try:
+                partition_column(value, kind, 1)
+            except _TYPE_ERRORS as exc:
+                return f"partition column {name}: {value!r} does not read back as {kind}: {exc}"
+    return None
+
+
 def ensure_accounted(
     rows: list[dict[str, Any]],
     files: tuple[FileRef, ...],
@@ -267,6 +280,9 @@ def _merge_written(
             f"target {target.name}: the fast path's tasks sent back {held.num_rows} keys for "
             f"{sum(f.num_records for f in written)} written rows; the batch will be retried"
         )
+    unreadable = _unreadable_partition(written, schema)
+    if unreadable is not None:
+        return unreadable
     rows = MergeInput.written(written, held, schema=schema, table_uri=target.path, aws=aws)
     if latest_rows.keys_distinct(held, target.record_key):
         return rows

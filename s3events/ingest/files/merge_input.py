@@ -41,8 +41,7 @@ class MergeInput:
         table_uri: str,
         aws: AwsOptions,
     ) -> MergeInput:
-        """Rows the tasks wrote as `files` (no partition columns: their values would have to be read back
-        from the log's strings), each record key in `keys` once."""
+        """Rows the tasks wrote as `files`, each record key in `keys` once."""
         return cls(schema, keys, list(files), _table_uri=table_uri, _aws=aws)
 
     @property
@@ -53,7 +52,7 @@ class MergeInput:
         """The rows: held, or read back from the files."""
         if self._held is None:
             assert self._aws is not None
-            tables = read_data_files(self._table_uri, self.files, self._aws)
+            tables = read_data_files(self._table_uri, self.files, self._aws, schema=self.schema)
             self._held = concat_conformed(tables, self.schema)
         return self._held
 
