@@ -79,7 +79,7 @@ _OUT_SCHEMA = pa.schema(
         pa.field("event_id", pa.string()),  # a file for the line path ...
         pa.field("reason", pa.string()),  # ... and why
         pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
-        # Merge mode: the latest row per key, or only their keys when the rows are written as data files;
+        # Merge mode: the record keys of the rows a flush wrote,
         pa.field("rows", pa.binary()),  # on driver threads as an IPC stream,
         pa.field("staged", pa.string()),  # from executors where they are staged (`stage_table`)
         pa.field("files", pa.int64()),  # the files a task was given (one row per task)
@@ -143,8 +143,6 @@ def run_fast(
     total = sum(f.size or 0 for f in files)
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
     merge = target.mode == "merge"
-    # Merge rows are written as data files and only their keys come back (`merge_input`).
-    write_merge = merge
     in_driver = driver_bytes(files) <= target.driver_read_max_bytes
     reduce = partial(
         latest_rows.latest_if_reducible, record_key=target.record_key, ordering_field=target.ordering_field
@@ -156,12 +154,12 @@ def run_fast(
         table_uri=target.path,
         partition_by=target.partition_by,
         ingested_at=ingested_at,
-        # Tasks on executors send back only their latest rows, through storage: collected, they would
-        # all be in the driver's JVM at once. On driver threads the driver's one reduction suffices,
-        # unless the tasks write the rows: each file then holds one row per key.
-        latest=(_unreduced if in_driver and not write_merge else reduce) if merge else None,
+        # Merge mode: tasks write their files' latest row per key and send back only the keys
+        # (`merge_input`); from executors through storage: collected, a batch's keys would all be in
+        # the driver's JVM at once.
+        latest=reduce if merge else None,
+        key_columns=target.record_key if merge else None,
         stage=not in_driver,
-        key_columns=target.record_key if write_merge else None,
     )
     rows: list[dict[str, Any]]
     if in_driver:
@@ -172,10 +170,9 @@ def run_fast(
         frame = files_frame(spark, files, tasks).mapInArrow(partition_task, from_arrow_schema(_OUT_SCHEMA))
         rows = collected(frame)
     staged = [r["staged"] for r in rows if r["staged"] is not None]
-    # merge mode: the tasks' latest rows, or only their keys when the tasks wrote the rows
-    merge_parts = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
+    merge_keys = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
     if staged:
-        merge_parts += take_staged(target.path, staged, aws)
+        merge_keys += take_staged(target.path, staged, aws)
     written = [from_row(r) for r in rows if r["path"] is not None]
     ensure_accounted(rows, files, written, target=target.name, table_uri=target.path, aws=aws)
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
@@ -200,10 +197,7 @@ def run_fast(
     merged: MergeInput | str | None = None
     if whole_batch is None and merge:
         assert schema is not None
-        if write_merge:
-            merged = _merge_written(merge_parts, written, schema, target, aws)
-        else:
-            merged = _merge_rows(merge_parts, schema, target)
+        merged = _merge_written(merge_keys, written, schema, target, aws)
         if isinstance(merged, str):
             whole_batch = merged
     if whole_batch is not None:
@@ -248,18 +242,6 @@ def ensure_accounted(
             f"target {target}: the fast path's results cover {accounted} of {len(files)} files; "
             "the batch is not committed and will be retried"
         )
-
-
-def _merge_rows(tables: list[pa.Table], schema: pa.Schema, target: TargetSpec) -> MergeInput | str:
-    """The tasks' latest rows reduced to the batch's, in the table schema; or why they cannot be."""
-    why = latest_rows.reducible(schema, target.record_key, target.ordering_field)
-    if why is not None:
-        return why
-    try:
-        rows = concat_conformed(tables, schema)
-    except _TYPE_ERRORS as exc:
-        return f"types differ between files: {exc}"
-    return MergeInput.held(latest_rows.latest(rows, target.record_key, target.ordering_field))
 
 
 def _merge_written(
@@ -366,9 +348,9 @@ def _fast_task(
     key_columns: tuple[str, ...] | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
-    file and per CSV header line seen. Merge mode (`latest`): the task's latest rows per record key are
-    written with their `key_columns` going back, or without `key_columns` the rows themselves go back
-    (`stage`: through the table's staging directory)."""
+    file and per CSV header line seen. Merge mode (`latest` and `key_columns`): what is written is each
+    flush's latest row per record key, and a row hands back those rows' keys (`stage`: through the
+    table's staging directory)."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
@@ -530,33 +512,23 @@ def _flush(
     if odd:  # e.g. structs merged in an order Spark would not give
         return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()
-    send = partial(_sent_back, stage=stage, table_uri=table_uri, aws=aws, schema=schema_bytes)
     if latest is not None:
         table = latest(table)
-        if key_columns is None:
-            return [send(table)]
     # An all-null column has no type yet: the table decides it; the file simply lacks the column.
     stored = table.select([f.name for f in table.schema if not pa.types.is_null(f.type)])
     files = write_partitioned(
         stored, table_uri=table_uri, schema=stored.schema, options=aws, partition_by=partition_by
     )
-    out = [{**to_row(f), "schema": schema_bytes} for f in files]
-    if key_columns is not None:  # a key column the part lacks is null: the driver conforms the keys
-        out.append(send(table.select([name for name in key_columns if name in table.column_names])))
+    out: list[dict[str, object]] = [{**to_row(f), "schema": schema_bytes} for f in files]
+    if key_columns is not None:  # a key the part lacks is null: the driver conforms the keys
+        keys = table.select([name for name in key_columns if name in table.column_names])
+        if stage:
+            out.append(
+                {"staged": stage_table(keys, table_uri=table_uri, options=aws), "schema": schema_bytes}
+            )
+        else:
+            out.append({"rows": _ipc(keys), "schema": schema_bytes})
     return out
-
-
-def _sent_back(
-    rows: pa.Table, *, stage: bool, table_uri: str, aws: AwsOptions, schema: bytes
-) -> dict[str, object]:
-    """The result row handing `rows` to the driver: staged in storage, or inline."""
-    if stage:
-        return {"staged": stage_table(rows, table_uri=table_uri, options=aws), "schema": schema}
-    return {"rows": _ipc(rows), "schema": schema}
-
-
-def _unreduced(table: pa.Table) -> pa.Table:
-    return table
 
 
 def _ipc(table: pa.Table) -> bytes:
