@@ -1,6 +1,6 @@
 """Kill ingest at any instant — between batches, after the executors wrote Parquet, after the error
-table was written — and resume: every line still lands exactly once (hypothesis over limits and kill
-points; the pure planner has its own, much larger property test).
+table was written — and resume: every line still lands exactly once, in append and in merge mode
+(hypothesis over limits and kill points; the pure planner has its own, much larger property test).
 
 A kill is a step that raises `Killed` (a BaseException, as uncatchable for the cycle as SIGKILL) right
 after the real step ran; the cycle itself is the production one, built by `build_ingest`."""
@@ -41,18 +41,28 @@ def shared_stack(make_stack, s3):
     return stack
 
 
+# Merge mode: the tasks' written rows are committed as they are when their keys are new.
+MODES = {"append": {}, "merge": {"mode": "merge", "record__key": "file,n"}}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     max_files=st.integers(min_value=2, max_value=5),
     kills=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(CRASH_POINTS)), min_size=1, max_size=2),
 )
-def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, max_files, kills):
+def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, mode, max_files, kills):
     target = tempfile.mkdtemp(prefix="crash-target-")
     conf = settings_for(
         shared_stack,
         {
             "c": target_conf(
-                "c", target, "json", schema="file BIGINT, n BIGINT", max__files__per__batch=max_files
+                "c",
+                target,
+                "json",
+                schema="file BIGINT, n BIGINT",
+                max__files__per__batch=max_files,
+                **MODES[mode],
             )
         },
     )
