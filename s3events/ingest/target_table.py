@@ -71,16 +71,13 @@ class TargetTable:
         """Add the executors' files and move the checkpoint to `end`, in one commit, if the stored one is
         still `expected` (see `_guard`)."""
         seen = self._guard(expected, end)
-        return commit_files(
-            self.path,
+        return self._commit_files(
             files,
             schema=schema,
-            partition_by=list(partition_by),
-            storage_options=self._storage_options(),
-            transactions=to_transactions(self.app_id, end),
-            expected_transactions=seen,
+            partition_by=partition_by,
+            end=end,
+            seen=seen,
             configuration=delta.table_properties("target", TARGET_SCHEMA_VERSION),
-            handle=self._handle,
             custom_metadata=self._commit_metadata(end),
         )
 
@@ -107,16 +104,13 @@ class TargetTable:
             # that lost that version fails: CommitConflict) with the checkpoint, without a MERGE's scan,
             # join and change-data files. Rows the tasks wrote are committed as they are.
             if batch.files and set(batch.schema.names) <= set(pa.schema(table.schema()).names):
-                return commit_files(
-                    self.path,
+                return self._commit_files(
                     batch.files,
                     schema=pa.schema(table.schema()),
-                    partition_by=list(partition_by),
-                    storage_options=self._storage_options(),
-                    transactions=to_transactions(self.app_id, end),
-                    expected_transactions=seen,
+                    partition_by=partition_by,
+                    end=end,
+                    seen=seen,
                     custom_metadata=self._commit_metadata(end),
-                    handle=self._handle,
                     based_on=table.version(),
                 )
             rows = batch.take_rows()
@@ -149,15 +143,8 @@ class TargetTable:
             )
         if not (metrics.get("num_target_rows_inserted") or metrics.get("num_target_rows_updated")):
             # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
-            return commit_files(
-                self.path,
-                [],
-                schema=pa.schema(table.schema()),
-                partition_by=list(partition_by),
-                storage_options=self._storage_options(),
-                transactions=to_transactions(self.app_id, end),
-                expected_transactions=seen,
-                handle=self._handle,
+            return self._commit_files(
+                [], schema=pa.schema(table.schema()), partition_by=partition_by, end=end, seen=seen
             )
         return int(table.version())
 
@@ -168,15 +155,12 @@ class TargetTable:
         if table is None:
             return None
         seen = self._guard(expected, end)
-        return commit_files(
-            self.path,
+        return self._commit_files(
             [],
             schema=pa.schema(table.schema()),
-            partition_by=list(table.metadata().partition_columns),
-            storage_options=self._storage_options(),
-            transactions=to_transactions(self.app_id, end),
-            expected_transactions=seen,
-            handle=self._handle,
+            partition_by=tuple(table.metadata().partition_columns),
+            end=end,
+            seen=seen,
         )
 
     def delete_rows(self, deletions: Sequence[Deletion]) -> int:
@@ -210,6 +194,33 @@ class TargetTable:
         lineage = found.to_pydict()
         held = set(zip(lineage["_source_file"], lineage["_source_etag"], strict=True))
         return {(f.uri, f.etag) for f in files if (f.uri, f.etag) in held}
+
+    def _commit_files(
+        self,
+        files: Sequence[WrittenFile],
+        *,
+        schema: pa.Schema,
+        partition_by: tuple[str, ...],
+        end: Checkpoint,
+        seen: dict[str, int | None],
+        configuration: dict[str, str] | None = None,
+        custom_metadata: dict[str, str] | None = None,
+        based_on: int | None = None,
+    ) -> int:
+        """`commit_files` of `files` with the checkpoint `end`, if the stored one is still as `seen`."""
+        return commit_files(
+            self.path,
+            files,
+            schema=schema,
+            partition_by=list(partition_by),
+            storage_options=self._storage_options(),
+            transactions=to_transactions(self.app_id, end),
+            expected_transactions=seen,
+            handle=self._handle,
+            configuration=configuration,
+            custom_metadata=custom_metadata,
+            based_on=based_on,
+        )
 
     def _guard(self, expected: Checkpoint | None, end: Checkpoint) -> dict[str, int | None]:
         """Refuse a checkpoint that would move backwards, or a commit whose stored checkpoint is no longer

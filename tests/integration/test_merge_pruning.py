@@ -27,6 +27,17 @@ KEYS: dict[str, tuple[pa.DataType, Callable[[int], object]]] = {
 }
 
 
+def _merged(table: TargetTable, rows: pa.Table, expected: Checkpoint | None, end: Checkpoint) -> int:
+    return table.commit_merge(
+        MergeInput.held(rows),
+        record_key=("id",),
+        ordering_field=None,
+        partition_by=(),
+        expected=expected,
+        end=end,
+    )
+
+
 @pytest.mark.parametrize("kind", sorted(KEYS))
 def test_a_merge_never_opens_a_data_file_outside_its_keys_range(tmp_path: Path, kind: str) -> None:
     key_type, key = KEYS[kind]
@@ -34,14 +45,7 @@ def test_a_merge_never_opens_a_data_file_outside_its_keys_range(tmp_path: Path, 
 
     def merge(ids: range, value: str, expected: Checkpoint | None, end: Checkpoint) -> int:
         rows = pa.table({"id": [key(i) for i in ids], "v": [value] * len(ids)}, schema=schema)
-        return table.commit_merge(
-            MergeInput.held(rows),
-            record_key=("id",),
-            ordering_field=None,
-            partition_by=(),
-            expected=expected,
-            end=end,
-        )
+        return _merged(table, rows, expected, end)
 
     path = tmp_path / "target"
     table = TargetTable(str(path), "s3events.ingest/t", storage_options={})
@@ -72,14 +76,7 @@ def test_a_merge_of_old_and_new_keys_never_opens_the_files_between_them(tmp_path
 
     def merge(ids: list[int], value: str, expected: Checkpoint | None, end: Checkpoint) -> int:
         rows = pa.table({"id": [key(i) for i in ids], "v": [value] * len(ids)}, schema=schema)
-        return table.commit_merge(
-            MergeInput.held(rows),
-            record_key=("id",),
-            ordering_field=None,
-            partition_by=(),
-            expected=expected,
-            end=end,
-        )
+        return _merged(table, rows, expected, end)
 
     for n in range(3):  # data files of keys 0-99, 100-199 and 200-299
         merge(
