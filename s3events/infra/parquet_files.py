@@ -13,8 +13,9 @@ Layout and statistics follow what delta-rs itself writes, so its readers skip fi
   AddAction takes: delta-rs URI-encodes it once more when it writes the log (a '%' in the directory name
   is '%25' in the JSON), as the protocol wants;
 - statistics hold numRecords, and minValues / maxValues / nullCount for top-level primitive columns
-  (strings cut to 32 characters, timestamps at millisecond precision rounded outwards so the bounds stay
-  bounds, nothing for binary columns or float columns holding NaN); nested columns get nullCount only.
+  (strings cut to 32 characters, from the Parquet writer's own statistics, none when a string bound
+  there would pass 4 KiB; timestamps at millisecond precision rounded outwards so the bounds stay
+  bounds; nothing for binary columns or float columns holding NaN); nested columns get nullCount only.
 """
 
 from __future__ import annotations
