@@ -429,9 +429,9 @@ class _Stats:
             self.no_bounds.update(strings.values())
         for group in (written.row_group(i) for i in range(written.num_row_groups)):
             for index, name in strings.items():
-                found = group.column(index).statistics
                 if name in self.no_bounds:
                     continue
+                found = group.column(index).statistics
                 if found is not None and found.has_min_max:
                     self._bound(name, found.min, found.max)
                 elif not (found is not None and found.has_null_count and found.null_count == group.num_rows):
