@@ -103,10 +103,11 @@ class TargetTable:
             # Nothing to update: append, as exactly the version after the snapshot just checked (a commit
             # that lost that version fails: CommitConflict) with the checkpoint, without a MERGE's scan,
             # join and change-data files. Rows the tasks wrote are committed as they are.
-            if batch.files and set(batch.schema.names) <= set(pa.schema(table.schema()).names):
+            held_schema = pa.schema(table.schema())
+            if batch.files and set(batch.schema.names) <= set(held_schema.names):
                 return self._commit_files(
                     batch.files,
-                    schema=pa.schema(table.schema()),
+                    schema=held_schema,
                     partition_by=partition_by,
                     end=end,
                     seen=seen,

@@ -41,7 +41,6 @@ from s3events.infra.parquet_files import (
     WRITTEN_FILE_SCHEMA,
     WrittenFile,
     from_row,
-    partition_column,
     remove_data_files,
     stage_table,
     take_staged,
@@ -56,7 +55,7 @@ from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
 from s3events.ingest.files.frames import collected, file_refs, files_frame
 from s3events.ingest.files.lines import codec_for_key
-from s3events.ingest.files.merge_input import MergeInput, concat_conformed
+from s3events.ingest.files.merge_input import TYPE_ERRORS, MergeInput, concat_conformed, unreadable_partition
 from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, MAX_OBJECT_BYTES, Fetched, fetch
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec, key_path_value
@@ -86,7 +85,6 @@ _OUT_SCHEMA = pa.schema(
     ]
 )
 _FIXED = {f.name for f in LINEAGE_FIELDS} | {INGESTED_AT}
-_TYPE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 @dataclass
@@ -144,9 +142,6 @@ def run_fast(
     tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
     merge = target.mode == "merge"
     in_driver = driver_bytes(files) <= target.driver_read_max_bytes
-    reduce = partial(
-        latest_rows.latest_if_reducible, record_key=target.record_key, ordering_field=target.ordering_field
-    )
     task = partial(
         _fast_task,
         aws=aws,
@@ -157,8 +152,8 @@ def run_fast(
         # Merge mode: tasks write their files' latest row per key and send back only the keys
         # (`merge_input`); from executors through storage: collected, a batch's keys would all be in
         # the driver's JVM at once.
-        latest=reduce if merge else None,
-        key_columns=target.record_key if merge else None,
+        record_key=target.record_key if merge else None,
+        ordering_field=target.ordering_field,
         stage=not in_driver,
     )
     rows: list[dict[str, Any]]
@@ -210,19 +205,6 @@ def run_fast(
     return FastResult(written, schema, rest, reasons)
 
 
-def _unreadable_partition(written: list[WrittenFile], schema: pa.Schema) -> str | None:
-    """Why a written file's partition value would not read back as its column's type (a MERGE reads
-    the files back), if one would not."""
-    for values in {tuple(sorted(f.partition_values.items())) for f in written}:
-        for name, value in values:
-            kind = schema.field(name).type
-            try:
-                partition_column(value, kind, 1)
-            except _TYPE_ERRORS as exc:
-                return f"partition column {name}: {value!r} does not read back as {kind}: {exc}"
-    return None
-
-
 def ensure_accounted(
     rows: list[dict[str, Any]],
     files: tuple[FileRef, ...],
@@ -254,7 +236,7 @@ def _merge_written(
         return why
     try:
         held = concat_conformed(keys, pa.schema([schema.field(name) for name in target.record_key]))
-    except _TYPE_ERRORS as exc:
+    except TYPE_ERRORS as exc:
         return f"types differ between files: {exc}"
     if held.num_rows != sum(f.num_records for f in written):  # rows whose keys no one would check
         remove_data_files(target.path, written, aws)
@@ -262,7 +244,7 @@ def _merge_written(
             f"target {target.name}: the fast path's tasks sent back {held.num_rows} keys for "
             f"{sum(f.num_records for f in written)} written rows; the batch will be retried"
         )
-    unreadable = _unreadable_partition(written, schema)
+    unreadable = unreadable_partition(written, schema)
     if unreadable is not None:
         return unreadable
     rows = MergeInput.written(written, held, schema=schema, table_uri=target.path, aws=aws)
@@ -343,14 +325,14 @@ def _fast_task(
     table_uri: str,
     partition_by: tuple[str, ...],
     ingested_at: datetime,
-    latest: Callable[[pa.Table], pa.Table] | None = None,
+    record_key: tuple[str, ...] | None = None,
+    ordering_field: str | None = None,
     stage: bool = False,
-    key_columns: tuple[str, ...] | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
-    file and per CSV header line seen. Merge mode (`latest` and `key_columns`): what is written is each
-    flush's latest row per record key, and a row hands back those rows' keys (`stage`: through the
-    table's staging directory)."""
+    file and per CSV header line seen. Merge mode (`record_key`): what is written is each flush's
+    latest row per record key (`latest_rows`), and a row hands back those rows' keys (`stage`: through
+    the table's staging directory)."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
@@ -362,9 +344,9 @@ def _fast_task(
         aws=aws,
         partition_by=partition_by,
         parser=parser,
-        latest=latest,
+        record_key=record_key,
+        ordering_field=ordering_field,
         stage=stage,
-        key_columns=key_columns,
     )
     finish = partial(_finish, partition_by=partition_by, ingested_at=ingested_at)
     remove = partial(remove_data_files, table_uri, options=aws)
@@ -496,9 +478,9 @@ def _flush(
     aws: AwsOptions,
     partition_by: tuple[str, ...],
     parser: FileParser,
-    latest: Callable[[pa.Table], pa.Table] | None,
+    record_key: tuple[str, ...] | None,
+    ordering_field: str | None,
     stage: bool = False,
-    key_columns: tuple[str, ...] | None = None,
 ) -> list[dict[str, object]]:
     if not pending:
         return []
@@ -506,22 +488,22 @@ def _flush(
         # Files of one task may differ in columns (each has its own); an integer column of one file
         # and a double column of another become double, as Spark's inference would have it.
         table = pa.concat_tables([t for _, t in pending], promote_options="permissive")
-    except _TYPE_ERRORS as exc:
+    except TYPE_ERRORS as exc:
         return _declined(pending, f"types differ between files: {exc}")
     odd = [f.name for f in table.schema if f.name not in _FIXED and not parser.keeps_type(f.type)]
     if odd:  # e.g. structs merged in an order Spark would not give
         return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()
-    if latest is not None:
-        table = latest(table)
+    if record_key is not None:
+        table = latest_rows.latest_if_reducible(table, record_key, ordering_field)
     # An all-null column has no type yet: the table decides it; the file simply lacks the column.
     stored = table.select([f.name for f in table.schema if not pa.types.is_null(f.type)])
     files = write_partitioned(
         stored, table_uri=table_uri, schema=stored.schema, options=aws, partition_by=partition_by
     )
     out: list[dict[str, object]] = [{**to_row(f), "schema": schema_bytes} for f in files]
-    if key_columns is not None:  # a key the part lacks is null: the driver conforms the keys
-        keys = table.select([name for name in key_columns if name in table.column_names])
+    if record_key is not None:  # a key the part lacks is null: the driver conforms the keys
+        keys = table.select([name for name in record_key if name in table.column_names])
         if stage:
             out.append(
                 {"staged": stage_table(keys, table_uri=table_uri, options=aws), "schema": schema_bytes}

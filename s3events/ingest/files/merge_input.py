@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from s3events.infra.aws import AwsOptions
-from s3events.infra.parquet_files import WrittenFile, read_data_files, remove_data_files
+from s3events.infra.parquet_files import WrittenFile, partition_column, read_data_files, remove_data_files
+
+# What Arrow raises when values do not take a type: a batch's files that disagree go to the line path.
+TYPE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 @dataclass
@@ -65,6 +68,19 @@ class MergeInput:
             remove_data_files(self._table_uri, self.files, self._aws)
             self.files = []
         return rows
+
+
+def unreadable_partition(files: Sequence[WrittenFile], schema: pa.Schema) -> str | None:
+    """Why a file's partition value would not read back as its column's type (`rows` reads it back),
+    if one would not: checked before the batch relies on reading them back."""
+    for values in {tuple(sorted(f.partition_values.items())) for f in files}:
+        for name, value in values:
+            kind = schema.field(name).type
+            try:
+                partition_column(value, kind, 1)
+            except TYPE_ERRORS as exc:
+                return f"partition column {name}: {value!r} does not read back as {kind}: {exc}"
+    return None
 
 
 def concat_conformed(tables: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
