@@ -40,10 +40,12 @@ from s3events.ingest.files import csv_types
 from s3events.ingest.files.fast_json import is_spark_like
 from s3events.ingest.files.fast_parse import (
     BOM,
+    Body,
     Parsed,
     has_blank_lines,
     line_count,
     lone_carriage_return,
+    text,
     valid_utf8,
 )
 from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
@@ -148,8 +150,8 @@ def parse_csv(
     """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it."""
     if data.startswith(BOM):
         data = data[len(BOM) :]
-    body = data[:-1] if data.endswith(b"\n") else data
-    first_line = body.split(b"\n", 1)[0].removesuffix(b"\r")
+    body = Body.of(data)
+    first_line = body.first_line().removesuffix(b"\r")
     # A first line that is blank to the line path (it trims spaces) is no header there: it is skipped.
     named = options.header and bool(first_line.strip(b" "))
     header = first_line.decode("utf-8", errors="replace") if named else None
@@ -163,7 +165,7 @@ def parse_csv(
         return declined("not valid UTF-8")
     if has_blank_lines(body):
         return declined("has blank lines")
-    if b"\r" in body and lone_carriage_return(body):  # a search stops at the first; a count does not
+    if lone_carriage_return(body):
         return declined("has a carriage return inside a line")
     if options.escape.encode() in body:
         return declined(f"holds the escape character {options.escape!r}")
@@ -222,22 +224,22 @@ def _re2(char: str) -> str:
     return f"\\x{{{ord(char):x}}}"
 
 
-def _quotes_around_whole_fields(body: bytes, options: CsvOptions) -> bool:
+def _quotes_around_whole_fields(body: Body, options: CsvOptions) -> bool:
     d, q = _re2(options.delimiter), _re2(options.quote)
     field = f"(?:[^{d}{q}\\r]*|{q}[^{q}\\r]*{q})"
     pattern = f"^{field}(?:{d}{field})*\\r?$"
-    text = pa.array([body.decode("utf-8")], pa.large_string())
-    lines = pc.list_flatten(pc.split_pattern(text, "\n"))
+    lines = pc.list_flatten(pc.split_pattern(text(body), "\n"))
     quoted = lines.filter(pc.match_substring(lines, options.quote))
     return bool(pc.all(pc.match_substring_regex(quoted, pattern)).as_py() is not False)
 
 
-def _repeats_header(body: bytes, first_line: bytes) -> bool:
+def _repeats_header(body: Body, first_line: bytes) -> bool:
     """Whether a later line is the first one (one search of the buffer when no line starts like it)."""
     line = b"\n" + first_line
     at = body.find(line)
     while at >= 0:
-        rest = body[at + len(line) : at + len(line) + 2]
+        after = at + len(line)
+        rest = body.data[after : min(after + 2, body.end)]
         if rest in (b"", b"\r", b"\r\n") or rest.startswith(b"\n"):
             return True
         at = body.find(line, at + 1)

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from s3events.ingest.files.fast_parse import BOM, Parsed, has_blank_lines, line_count, valid_utf8
+from s3events.ingest.files.fast_parse import BOM, Body, Parsed, has_blank_lines, line_count, valid_utf8
 from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
 
@@ -86,7 +86,7 @@ def parse_json_lines(
     """
     if data.startswith(BOM):
         data = data[len(BOM) :]
-    body = data[:-1] if data.endswith(b"\n") else data
+    body = Body.of(data)
     if not body:
         return JsonFile(None, "empty")
     if not valid_utf8(body):

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,6 +22,7 @@ from s3events.ingest.model import FileRef
 BOM = b"\xef\xbb\xbf"
 _BLANK_INSIDE = r"\n[ \t\r]*\n"
 _WHITESPACE = b" \t\r"
+_NEWLINE, _CARRIAGE_RETURN = ord("\n"), ord("\r")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,38 +80,86 @@ class FileParser(Protocol):
         ...
 
 
-def _whole(body: bytes) -> pa.Array:
-    """The buffer as one binary value, without a copy."""
+@dataclass(frozen=True, slots=True)
+class Body:
+    """An object's content without its final newline (`data[:end]`), as a view of the fetched bytes:
+    a slice of a multi-megabyte object is a copy, about a millisecond of a parse that takes a few."""
+
+    data: bytes
+    end: int
+
+    @classmethod
+    def of(cls, data: bytes) -> Body:
+        return cls(data, len(data) - 1 if data.endswith(b"\n") else len(data))
+
+    def __len__(self) -> int:
+        return self.end
+
+    def __contains__(self, sub: bytes) -> bool:
+        return self.data.find(sub, 0, self.end) >= 0
+
+    def find(self, sub: bytes, start: int = 0) -> int:
+        return self.data.find(sub, start, self.end)
+
+    def count(self, sub: bytes) -> int:
+        return self.data.count(sub, 0, self.end)
+
+    def endswith(self, suffix: bytes) -> bool:
+        return self.data.endswith(suffix, 0, self.end)
+
+    def first_line(self) -> bytes:
+        newline = self.find(b"\n")
+        return self.data[: self.end if newline < 0 else newline]
+
+    def last_line(self) -> bytes:
+        return self.data[self.data.rfind(b"\n", 0, self.end) + 1 : self.end]
+
+    def buffer(self) -> pa.Buffer:
+        return pa.py_buffer(self.data).slice(0, self.end)
+
+
+def _whole(body: Body) -> pa.Array:
+    """The body as one binary value, without a copy."""
     offsets = pa.array([0, len(body)], pa.int64()).buffers()[1]
-    return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(body)])
+    return pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, body.buffer()])
 
 
-def valid_utf8(body: bytes) -> bool:
-    """Whether the whole buffer is UTF-8, checked in Arrow's C++ kernel (no Python decode)."""
+def valid_utf8(body: Body) -> bool:
+    """Whether the whole body is UTF-8, checked in Arrow's C++ kernel (no Python decode)."""
     try:
-        _whole(body).cast(pa.large_string())
+        text(body)
     except pa.ArrowInvalid:
         return False
     return True
 
 
-def has_blank_lines(body: bytes) -> bool:
-    """Whether `body` (without its final newline) has an empty or whitespace-only line."""
-    newline = body.find(b"\n")
-    first, last = body if newline < 0 else body[:newline], body[body.rfind(b"\n") + 1 :]
-    if not first.strip(_WHITESPACE) or not last.strip(_WHITESPACE):
+def text(body: Body) -> pa.Array:
+    """The body as one string value, without a copy (ArrowInvalid unless it is UTF-8)."""
+    return _whole(body).cast(pa.large_string())
+
+
+def has_blank_lines(body: Body) -> bool:
+    """Whether the body has an empty or whitespace-only line."""
+    if not body.first_line().strip(_WHITESPACE) or not body.last_line().strip(_WHITESPACE):
         return True
     # RE2 over the buffer: Python's `re` stops at every line end to try the pattern, 7x slower
     return bool(pc.match_substring_regex(_whole(body), _BLANK_INSIDE)[0].as_py())
 
 
-def lone_carriage_return(body: bytes) -> bool:
+def lone_carriage_return(body: Body) -> bool:
     """Whether a b"\\r" appears other than right before a b"\\n" (the line path keeps it in the line;
-    pyarrow's CSV reader would end a row there)."""
-    count = body.count(b"\r")
-    return count > 0 and count != body.count(b"\r\n") + (1 if body.endswith(b"\r") else 0)
+    pyarrow's CSV reader would end a row there). A final one is the line end's, or the object's last."""
+    if b"\r" not in body:  # a search stops at the first
+        return False
+    octets = _octets(body)
+    return bool(np.any((octets[:-1] == _CARRIAGE_RETURN) & (octets[1:] != _NEWLINE)))
 
 
-def line_count(body: bytes) -> int:
-    """Lines in `body` (without its final newline), as the line path numbers them."""
-    return body.count(b"\n") + 1
+def line_count(body: Body) -> int:
+    """Lines in the body, as the line path numbers them."""
+    return int(np.count_nonzero(_octets(body) == _NEWLINE)) + 1
+
+
+def _octets(body: Body) -> np.ndarray:
+    """The body as a numpy array, without a copy: its comparisons run 5x faster than bytes.count."""
+    return np.frombuffer(body.data, np.uint8, count=body.end)
