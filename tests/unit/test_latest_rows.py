@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from s3events.ingest.files.latest_rows import latest, latest_if_reducible, reducible
+from s3events.ingest.files.latest_rows import keys_distinct, latest, latest_if_reducible, reducible
 
 T0 = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -96,3 +96,21 @@ def test_rows_whose_keys_are_all_distinct_are_all_kept_and_two_null_keys_are_one
         "region", pa.array(["eu"] * 2)
     )
     assert kept(latest(same_pair, ["id", "region"], "seq")) == [(1, "s3://b/a", 2)]
+
+
+def test_keys_increasing_in_runs_that_do_not_overlap_are_distinct_without_hashing_others_are_hashed():
+    def distinct(*runs: list[object], typ: pa.DataType = pa.int64()) -> bool:
+        table = pa.table({"id": pa.chunked_array([list(run) for run in runs], typ)})  # a run: a chunk
+        return keys_distinct(table, ["id"])
+
+    assert distinct([1, 2, 5, 9]) and distinct([10, 11], [1, 2], [5]) and distinct([], [7], []) and distinct()
+    assert distinct([3, 1, 2]) and distinct([1, 5], [3, 4])  # unordered or overlapping: hashed
+    assert not distinct([1, 2, 2, 3]) and not distinct([1, 2], [3, 1]) and not distinct([5], [5])
+    assert not distinct([1, 3], [2, 3])
+    assert distinct(["b", "c"], ["a", "ab"], typ=pa.string()) and not distinct(["a", "b"], ["b"], typ=pa.string())
+    assert distinct([None, 1], [2]) and not distinct([1, None], [2, None])
+    rng = random.Random(20261125)
+    for _ in range(500):
+        runs = [sorted(rng.sample(range(40), rng.randint(0, 6))) for _ in range(rng.randint(0, 4))]
+        keys = [k for run in runs for k in run]
+        assert distinct(*runs) == (len(set(keys)) == len(keys)), runs

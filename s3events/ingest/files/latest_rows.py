@@ -67,8 +67,30 @@ def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | Non
 def keys_distinct(table: pa.Table, record_key: Sequence[str]) -> bool:
     """Whether no two rows share a record key (two nulls are one key, as in `latest`'s grouping)."""
     if len(record_key) == 1:
-        return bool(pc.count_distinct(table[record_key[0]], mode="all").as_py() == table.num_rows)
+        column = table[record_key[0]]
+        if _increasing_runs_apart(column):  # new ids, each file's in order: no hash table
+            return True
+        return bool(pc.count_distinct(column, mode="all").as_py() == table.num_rows)
     return bool(table.group_by(list(record_key), use_threads=False).aggregate([]).num_rows == table.num_rows)
+
+
+def _increasing_runs_apart(column: pa.ChunkedArray) -> bool:
+    """Whether every chunk's values increase strictly and the chunks' ranges do not overlap: then no two
+    values are equal. A comparison pass is 0.4 ms a million keys where hashing them takes 70. False for
+    a column with nulls (comparisons skip them) or of a type Arrow does not order."""
+    if column.null_count:
+        return False
+    ranges = []
+    try:
+        for chunk in column.chunks:
+            if len(chunk) > 1 and pc.all(pc.greater(chunk[1:], chunk[:-1])).as_py() is False:
+                return False
+            if len(chunk):
+                ranges.append((chunk[0].as_py(), chunk[-1].as_py()))
+    except pa.ArrowNotImplementedError:
+        return False
+    ranges.sort(key=lambda r: r[0])  # as Python values: UTF-8 bytes and code points order alike
+    return all(high < low for (_, high), (low, _) in zip(ranges, ranges[1:], strict=False))
 
 
 def latest_if_reducible(table: pa.Table, record_key: Sequence[str], ordering_field: str | None) -> pa.Table:
