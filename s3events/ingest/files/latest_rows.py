@@ -9,6 +9,7 @@ Pure pyarrow: no Spark, no storage.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -90,7 +91,7 @@ def _increasing_runs_apart(column: pa.ChunkedArray) -> bool:
     except pa.ArrowNotImplementedError:
         return False
     ranges.sort(key=lambda r: r[0])  # as Python values: UTF-8 bytes and code points order alike
-    return all(high < low for (_, high), (low, _) in zip(ranges, ranges[1:], strict=False))
+    return all(high < low for (_, high), (low, _) in pairwise(ranges))
 
 
 def latest_if_reducible(table: pa.Table, record_key: Sequence[str], ordering_field: str | None) -> pa.Table:
