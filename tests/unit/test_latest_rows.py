@@ -100,7 +100,8 @@ def test_rows_whose_keys_are_all_distinct_are_all_kept_and_two_null_keys_are_one
 
 def test_keys_increasing_in_runs_that_do_not_overlap_are_distinct_without_hashing_others_are_hashed():
     def distinct(*runs: list[object], typ: pa.DataType | None = None) -> bool:
-        table = pa.table({"id": pa.chunked_array([list(run) for run in runs], typ or pa.int64())})  # run: chunk
+        # Each run is a chunk.
+        table = pa.table({"id": pa.chunked_array([list(run) for run in runs], typ or pa.int64())})
         return keys_distinct(table, ["id"])
 
     assert distinct([1, 2, 5, 9]) and distinct([10, 11], [1, 2], [5]) and distinct([], [7], []) and distinct()
