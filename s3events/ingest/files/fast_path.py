@@ -53,7 +53,7 @@ from s3events.ingest.files.fast_json import JsonParser
 from s3events.ingest.files.fast_parquet import ParquetParser
 from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
-from s3events.ingest.files.frames import collected, file_refs, files_frame
+from s3events.ingest.files.frames import collected, files_frame
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.merge_input import TYPE_ERRORS, MergeInput, concat_conformed, unreadable_partition
 from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, MAX_OBJECT_BYTES, Fetched, fetch
@@ -161,8 +161,9 @@ def run_fast(
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))
         rows = _run_in_driver(task, files, min(len(files), tasks))
     else:
-        partition_task = partial(_fast_partition, task=task)
-        frame = files_frame(spark, files, tasks).mapInArrow(partition_task, from_arrow_schema(_OUT_SCHEMA))
+        frame = files_frame(spark, files, tasks).map(
+            partial(_fast_partition, task=task), from_arrow_schema(_OUT_SCHEMA)
+        )
         rows = collected(frame)
     staged = [r["staged"] for r in rows if r["staged"] is not None]
     merge_keys = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
@@ -312,9 +313,9 @@ def _table_schema(
 
 
 def _fast_partition(
-    batches: Iterator[pa.RecordBatch], *, task: Callable[[list[FileRef]], pa.RecordBatch]
+    refs: Iterator[FileRef], *, task: Callable[[list[FileRef]], pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    yield task(list(file_refs(batches)))
+    yield task(list(refs))
 
 
 def _fast_task(

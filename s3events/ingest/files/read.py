@@ -35,7 +35,7 @@ from s3events.infra.parquet_files import (
 from s3events.ingest.files import latest_rows
 from s3events.ingest.files.fast_csv import MAX_CSV_COLUMNS, csv_fields, too_wide
 from s3events.ingest.files.fast_path import describe, fast_parser, run_fast
-from s3events.ingest.files.frames import collected, file_refs, files_frame
+from s3events.ingest.files.frames import FilesFrame, collected, files_frame
 from s3events.ingest.files.merge_input import MergeInput, conform
 from s3events.ingest.files.objects import (
     INGESTED_AT,
@@ -130,7 +130,7 @@ def _run_on_spark(
     if target.format == "parquet":
         good, bad = _read_parquet(spark, frame, aws, existing_schema, cached)
     else:
-        lines = frame.mapInArrow(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
+        lines = frame.map(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
         cached.append(lines.persist(StorageLevel.MEMORY_AND_DISK))
         good, bad = _parse_lines(spark, cached[0], target, existing_schema, cached)
     try:
@@ -163,8 +163,8 @@ def _run_on_spark(
             persisted.unpersist()
 
 
-def _read_lines_partition(batches: Iterator[pa.RecordBatch], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
-    for ref in file_refs(batches):
+def _read_lines_partition(refs: Iterator[FileRef], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
+    for ref in refs:
         yield from read_lines(ref, aws)
 
 
@@ -415,12 +415,12 @@ def _evolve(existing: pa.Schema | None, inferred: T.StructType) -> T.StructType:
 
 def _read_parquet(
     spark: SparkSession,
-    files: DataFrame,
+    files: FilesFrame,
     aws: AwsOptions,
     existing: pa.Schema | None,
     cached: list[DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
-    probed = files.mapInArrow(
+    probed = files.map(
         partial(_parquet_schema_partition, aws=aws), "uri string, etag string, schema binary, error string"
     )
     rows = collected(probed)
@@ -436,7 +436,7 @@ def _read_parquet(
         ]
     )
     probed_bad = frozenset(uri for uri, _, _ in errors)
-    read = files.mapInArrow(
+    read = files.map(
         partial(_read_parquet_partition, aws=aws, schema=read_schema, probed_bad=probed_bad),
         from_arrow_schema(read_schema),
     ).persist(StorageLevel.MEMORY_AND_DISK)
@@ -464,11 +464,9 @@ def _read_parquet(
     return good, bad
 
 
-def _parquet_schema_partition(
-    batches: Iterator[pa.RecordBatch], *, aws: AwsOptions
-) -> Iterator[pa.RecordBatch]:
+def _parquet_schema_partition(refs: Iterator[FileRef], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
     out: list[dict[str, Any]] = []
-    for ref in file_refs(batches):
+    for ref in refs:
         try:
             first = next(read_parquet(ref, aws, batch_rows=1), None)
             schema = first.schema if first is not None else None
@@ -485,9 +483,9 @@ def _parquet_schema_partition(
 
 
 def _read_parquet_partition(
-    batches: Iterator[pa.RecordBatch], *, aws: AwsOptions, schema: pa.Schema, probed_bad: frozenset[str]
+    refs: Iterator[FileRef], *, aws: AwsOptions, schema: pa.Schema, probed_bad: frozenset[str]
 ) -> Iterator[pa.RecordBatch]:
-    for ref in file_refs(batches):
+    for ref in refs:
         if ref.uri in probed_bad:
             continue  # its error row comes from the probe
         try:
