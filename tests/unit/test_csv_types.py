@@ -22,7 +22,9 @@ TRICKY = [
     *["12345678901234567.5", "1234567890123456.5", "NaN", "Infinity", "-Inf", "0x10", "1d", "1f"],
     *["true", "FALSE", "TrUe", "yes", "abc", "x1", " 1", "1 ", "\t2", "2026-01-01", "T12", "t1", "١٢"],
     *["inf", "nanny", "-x", "Ttrue", "", None],
+    *["+.5", "-5.", "1.e5", ".5e3", "nan", "INF", "infinity", "00.5", "+0", "1_0", "1,5", "1e400", "TRUE"],
 ]
+NUMBERS = ["1.5", ".5", "+.5", "00.5", "-0", "+0", "-12", "007", "1" + "0" * 400, "2147483648"]
 STRINGS = ["abc", "hello world", "x1", "Ttrue"]  # plainly strings to Spark's inference
 
 
@@ -109,7 +111,15 @@ def _columns(seed: int) -> list[list[str | None]]:
     out = []
     for _ in range(400):
         kind = rng.choice(
-            [TRICKY, TRICKY[:10], TRICKY[10:25], TRICKY[:13] + TRICKY[13:19], ["true", "False", None]]
+            [
+                TRICKY,
+                TRICKY[:10],
+                TRICKY[10:25],
+                TRICKY[:13] + TRICKY[13:19],
+                ["true", "False", None],
+                NUMBERS,
+                NUMBERS + TRICKY[-13:],
+            ]
         )
         column = [rng.choice(kind) for _ in range(rng.choice([1, 3, 40, 90]))]
         if rng.random() < 0.2:  # a plain string somewhere, also past the values probed first

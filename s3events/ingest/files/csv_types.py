@@ -43,21 +43,16 @@ def infer(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
         return pa.null(), pa.chunked_array([pa.nulls(len(values))])
     if not _all_match(_probe(present), MAYBE_TYPED):
         return pa.string(), values  # one plain string makes the column a string column
-    digits = _all(pc.ascii_is_decimal(present))  # the commonest typed column, told without a regex
-    number = digits or _all_numbers(present, NUMBER)
-    if number and (digits or not _any(pc.match_substring(present, "."))):
-        try:
-            numbers = (values if digits else _without_plus(values, present)).cast(pa.int64())
-        except pa.ArrowInvalid:
-            return "an integer beyond 64 bits (Spark infers a decimal)"
-        low, high = pc.min_max(numbers).values()
-        if low.as_py() >= -(2**31) and high.as_py() < 2**31:
-            return pa.int32(), numbers.cast(pa.int32())
-        return pa.int64(), numbers
+    if _all(pc.ascii_is_decimal(present)):  # the commonest typed column, told without a regex
+        return _integers(values)
+    doubles = _plain_numbers(values, present)
+    number = doubles is not None or _all_numbers(present, NUMBER)
+    if number and not _any(pc.match_substring(present, ".")):
+        return _integers(_without_plus(values, present))
     if number:
         if _any(pc.greater(pc.binary_length(present), _LONGEST_DOUBLE)):  # ASCII: bytes are characters
             return "a number of more than 18 characters (Spark may infer a decimal)"
-        return pa.float64(), values.cast(pa.float64())
+        return pa.float64(), values.cast(pa.float64()) if doubles is None else doubles
     booleans = _booleans(values, present)
     if booleans is not None:
         return pa.bool_(), booleans
@@ -81,10 +76,46 @@ def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
                 return values.cast(to)
             return _without_plus(values, present).cast(to) if _all_match(present, INTEGER) else None
         if to == pa.float64():
+            # Arrow's number syntax, NaN and Inf aside, is DOUBLE's (a failed cast costs a regex pass).
+            doubles = _cast(values, to) if _all_match(_probe(present), DOUBLE) else None
+            if doubles is not None and _all(pc.is_finite(doubles)):
+                return doubles
             return values.cast(to) if _all_numbers(present, DOUBLE) else None
     except pa.ArrowInvalid:  # out of range
         return None
     return None
+
+
+def _integers(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
+    """Integers (digits, a leading '-') as Spark's inference types them: int32 when every one fits."""
+    numbers = _cast(values, pa.int64())
+    if numbers is None:
+        return "an integer beyond 64 bits (Spark infers a decimal)"
+    low, high = pc.min_max(numbers).values()
+    if low.as_py() >= -(2**31) and high.as_py() < 2**31:
+        return pa.int32(), numbers.cast(pa.int32())
+    return pa.int64(), numbers
+
+
+def _plain_numbers(values: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """The values as doubles when each is a NUMBER, told by Arrow's cast instead of a regex: the syntax
+    it takes, less NaN and Inf (not finite), exponents and a trailing '.', is NUMBER's. Else None.
+    A cast that fails costs ten that succeed: the first values are probed first."""
+    if not _all_match(_probe(present), NUMBER):
+        return None
+    doubles = _cast(values, pa.float64())
+    if doubles is None or not _all(pc.is_finite(doubles)) or _any(pc.ends_with(present, ".")):
+        return None
+    if _any(pc.match_substring(present, "e")) or _any(pc.match_substring(present, "E")):
+        return None
+    return doubles
+
+
+def _cast(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
+    try:
+        return values.cast(to)
+    except pa.ArrowInvalid:  # not a number of that type, or out of its range
+        return None
 
 
 def _all_numbers(present: pa.ChunkedArray, pattern: str) -> bool:
@@ -102,9 +133,10 @@ def _all_numbers(present: pa.ChunkedArray, pattern: str) -> bool:
 def _booleans(values: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray | None:
     """The values as booleans when each is `true` or `false` in any case (Scala's toBoolean), else None.
     Arrow's cast alone would also take `1` and `0`."""
-    if not _all(pc.is_in(pc.utf8_lower(_probe(present)), value_set=_BOOLEANS)):
+    # ASCII lowering is enough: no other character lowers to a letter of `true` or `false`.
+    if not _all(pc.is_in(pc.ascii_lower(_probe(present)), value_set=_BOOLEANS)):
         return None
-    lower = pc.utf8_lower(values)
+    lower = pc.ascii_lower(values)
     if not _all(pc.is_in(lower.drop_null(), value_set=_BOOLEANS)):
         return None
     return lower.cast(pa.bool_())

@@ -174,8 +174,6 @@ def parse_csv(
     width = csv_fields(header, options.delimiter, options.quote) if header is not None else 0
     if width > MAX_CSV_COLUMNS:
         return declined(too_wide(width))  # the line path makes it one error row
-    if options.header and _repeats_header(body, first_line):
-        return declined("a data line equals the header (Spark's inference skips such lines)")
     if not options.header and not declared:
         return declined("no header and no declared schema")
     lines = line_count(body)
@@ -191,6 +189,8 @@ def parse_csv(
         return declined(f"{fields.num_rows} records on {lines} lines")
     if fields.num_rows == 0:
         return declined("no data lines")
+    if options.header and _repeats_header(fields, names):
+        return declined("a data line equals the header (Spark's inference skips such lines)")
     if declared:
         columns: list[pa.Field | str] = list(known)
     else:
@@ -233,17 +233,17 @@ def _quotes_around_whole_fields(body: Body, options: CsvOptions) -> bool:
     return bool(pc.all(pc.match_substring_regex(quoted, pattern)).as_py() is not False)
 
 
-def _repeats_header(body: Body, first_line: bytes) -> bool:
-    """Whether a later line is the first one (one search of the buffer when no line starts like it)."""
-    line = b"\n" + first_line
-    at = body.find(line)
-    while at >= 0:
-        after = at + len(line)
-        rest = body.data[after : min(after + 2, body.end)]
-        if rest in (b"", b"\r", b"\r\n") or rest.startswith(b"\n"):
-            return True
-        at = body.find(line, at + 1)
-    return False
+def _repeats_header(fields: pa.Table, names: list[str | None]) -> bool:
+    """Whether a data line has the header's fields (also when quoted otherwise, which Spark, comparing
+    lines as text, would keep: declining is safe). One pass over the first column, most often."""
+    rows = fields
+    for column, name in enumerate(names):
+        values = rows.column(column)
+        same = pc.is_null(values) if name is None else pc.fill_null(pc.equal(values, name), False)
+        rows = rows.filter(same)
+        if rows.num_rows == 0:
+            return False
+    return True
 
 
 def _fields(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
