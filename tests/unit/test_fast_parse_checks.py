@@ -46,5 +46,5 @@ def test_a_body_is_the_object_without_its_final_newline_and_is_never_copied():
     assert body.data is data and len(body) == len(data) - 1
     assert body.first_line() == b"id,name\r" and body.last_line() == b"1,a\r"
     assert line_count(body) == 2 and not lone_carriage_return(body) and not has_blank_lines(body)
-    assert b"1,a\r\n" not in body and body.count(b"\r\n") == 1 and body.endswith(b"\r")
+    assert b"1,a\r\n" not in body and b"1,a\r" in body and body.find(b"\r\n", 8) == -1
     assert body.buffer().to_pybytes() == data[:-1]

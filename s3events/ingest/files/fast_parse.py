@@ -101,12 +101,6 @@ class Body:
     def find(self, sub: bytes, start: int = 0) -> int:
         return self.data.find(sub, start, self.end)
 
-    def count(self, sub: bytes) -> int:
-        return self.data.count(sub, 0, self.end)
-
-    def endswith(self, suffix: bytes) -> bool:
-        return self.data.endswith(suffix, 0, self.end)
-
     def first_line(self) -> bytes:
         newline = self.find(b"\n")
         return self.data[: self.end if newline < 0 else newline]
