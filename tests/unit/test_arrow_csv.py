@@ -126,6 +126,9 @@ def test_text_lines_are_the_line_paths_and_a_bad_line_declines_the_file():
         (b"id,name\n1,a\nid,name\r", True),
         (b"id,name\nid,names\n1,a\n", False),  # a line that only starts like the header
         (b"id,name\nid,name2\nid,name,x\n", False),
+        (b'id,name\n1,a\n"id",name\n', True),  # the header's fields quoted: Spark keeps it, declining is safe
+        (b"id,,name\n1,,a\nid,,name\n", True),  # an empty header field matches an empty (null) field
+        (b"id,,name\n1,,a\nid,x,name\n", False),
     ],
 )
 def test_a_data_line_equal_to_the_header_is_found_wherever_it_is(data: bytes, repeated: bool) -> None:
