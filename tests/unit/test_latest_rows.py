@@ -111,6 +111,8 @@ def test_keys_increasing_in_runs_that_do_not_overlap_are_distinct_without_hashin
     assert distinct(["b", "c"], ["a", "ab"], typ=pa.string())
     assert not distinct(["a", "b"], ["b"], typ=pa.string())
     assert distinct([None, 1], [2]) and not distinct([1, None], [2, None])
+    nanoseconds = pa.timestamp("ns")
+    assert distinct([1, 2], [3, 5], typ=nanoseconds) and not distinct([1, 2], [2, 5], typ=nanoseconds)
     rng = random.Random(20261125)
     for _ in range(500):
         runs = [sorted(rng.sample(range(40), rng.randint(0, 6))) for _ in range(rng.randint(0, 4))]

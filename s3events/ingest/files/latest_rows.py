@@ -88,7 +88,7 @@ def _increasing_runs_apart(column: pa.ChunkedArray) -> bool:
                 return False
             if len(chunk):
                 ranges.append((chunk[0].as_py(), chunk[-1].as_py()))
-    except pa.ArrowNotImplementedError:
+    except (pa.ArrowNotImplementedError, ValueError):  # no order; a value Python cannot hold exactly
         return False
     ranges.sort(key=lambda r: r[0])  # as Python values: UTF-8 bytes and code points order alike
     return all(high < low for (_, high), (low, _) in pairwise(ranges))
