@@ -8,12 +8,21 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from s3events.ingest.files.frames import collected, files_frame
 from s3events.ingest.model import FileRef
 
-SEEN = (
-    "partition int, position int, key string, etag string, version_id string, size long, event_time timestamp"
+SEEN = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("position", pa.int32()),
+        ("key", pa.string()),
+        ("etag", pa.string()),
+        ("version_id", pa.string()),
+        ("size", pa.int64()),
+        ("event_time", pa.timestamp("us", tz="UTC")),
+    ]
 )
 
 
@@ -51,25 +60,14 @@ def task_seen() -> Any:
             }
             for p, r in enumerate(refs_in_task)
         ]
-        schema = pa.schema(
-            [
-                ("partition", pa.int32()),
-                ("position", pa.int32()),
-                ("key", pa.string()),
-                ("etag", pa.string()),
-                ("version_id", pa.string()),
-                ("size", pa.int64()),
-                ("event_time", pa.timestamp("us", tz="UTC")),
-            ]
-        )
-        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        yield pa.RecordBatch.from_pylist(rows, schema=SEEN)
 
     return seen
 
 
 def test_each_task_gets_a_run_of_the_batch_in_order_and_every_file_once(spark: Any) -> None:
     files = refs(25_003)  # more than one Arrow batch of indexes per task (10,000 a batch)
-    rows = collected(files_frame(spark, files, 3).map(task_seen(), SEEN))
+    rows = collected(files_frame(spark, files, 3).map(task_seen(), from_arrow_schema(SEEN)))
     assert len(rows) == len(files)
     runs = [[r for r in rows if r["partition"] == p] for p in range(3)]
     assert [len(run) for run in runs] == [8334, 8334, 8335]
@@ -81,5 +79,5 @@ def test_each_task_gets_a_run_of_the_batch_in_order_and_every_file_once(spark: A
 
 
 def test_a_batch_smaller_than_the_slices_asked_for_has_a_task_per_file_and_none_empty(spark: Any) -> None:
-    rows = collected(files_frame(spark, refs(2), 8).map(task_seen(), SEEN))
+    rows = collected(files_frame(spark, refs(2), 8).map(task_seen(), from_arrow_schema(SEEN)))
     assert sorted((r["partition"], r["key"]) for r in rows) == [(0, "in/000000.json"), (1, "in/000001.json")]

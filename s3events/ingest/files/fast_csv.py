@@ -46,7 +46,6 @@ from s3events.ingest.files.fast_parse import (
     line_count,
     lone_carriage_return,
     text,
-    valid_utf8,
 )
 from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
@@ -161,7 +160,9 @@ def parse_csv(
 
     if not body:
         return declined("empty")
-    if not valid_utf8(body):
+    try:
+        whole = text(body)  # validated once, kept for the quote check
+    except pa.ArrowInvalid:
         return declined("not valid UTF-8")
     if has_blank_lines(body):
         return declined("has blank lines")
@@ -169,7 +170,7 @@ def parse_csv(
         return declined("has a carriage return inside a line")
     if options.escape.encode() in body:
         return declined(f"holds the escape character {options.escape!r}")
-    if options.quote.encode() in body and not _quotes_around_whole_fields(body, options):
+    if options.quote.encode() in body and not _quotes_around_whole_fields(whole, options):
         return declined("quotes other than around whole fields")
     width = csv_fields(header, options.delimiter, options.quote) if header is not None else 0
     if width > MAX_CSV_COLUMNS:
@@ -224,11 +225,11 @@ def _re2(char: str) -> str:
     return f"\\x{{{ord(char):x}}}"
 
 
-def _quotes_around_whole_fields(body: Body, options: CsvOptions) -> bool:
+def _quotes_around_whole_fields(whole: pa.Array, options: CsvOptions) -> bool:
     d, q = _re2(options.delimiter), _re2(options.quote)
     field = f"(?:[^{d}{q}\\r]*|{q}[^{q}\\r]*{q})"
     pattern = f"^{field}(?:{d}{field})*\\r?$"
-    lines = pc.list_flatten(pc.split_pattern(text(body), "\n"))
+    lines = pc.list_flatten(pc.split_pattern(whole, "\n"))
     quoted = lines.filter(pc.match_substring(lines, options.quote))
     return bool(pc.all(pc.match_substring_regex(quoted, pattern)).as_py() is not False)
 
