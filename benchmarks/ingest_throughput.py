@@ -57,9 +57,12 @@ One local Spark session (`get_spark(master="local[2]")`, the session settings `s
 only the console progress bar is turned off) serves ours and baseline B. Start-up is not timed: the
 session runs a tiny job, a tiny mapInArrow job, and each contender once on two small files of its own
 first (ours twice: on driver threads, as so small a batch is read, and in a Spark job, as the rounds'
-batches are). Every round's row count is checked. Per round and as medians it prints wall time, MB/s, rows/s
-and the CPU seconds of this process tree (the Spark JVM, its Python workers and the moto_server are all
-children of this process), then the ratios ours/A, ours/B and ours/line path of throughput and of CPU
+batches are), then ours `--warm-jobs` times more in a Spark job, until the JVM's JIT has settled (the
+JVM compiles Spark's code over its first few dozen jobs: 0.2-0.4 s of CPU a job at first, which a
+long-running ingest pays once; `--warm-jobs 0` measures that cold JVM). Every round's row count is
+checked. Per round and as medians it prints wall time, MB/s, rows/s and the CPU seconds of this process
+tree (the Spark JVM, its Python workers and the moto_server are all children of this process) split by
+process, then the ratios ours/A, ours/B and ours/line path of throughput and of CPU
 efficiency, and the load average: other work on a shared machine moves wall times much more than CPU
 seconds (which are indicative only: they come from /proc and miss processes that end outside this tree).
 """
@@ -243,39 +246,61 @@ def tree_cpu_seconds() -> float:
     its Python workers, the moto_server. Less sensitive to other work on the machine than wall time.
     Counts reaped children too (cutime/cstime), so workers that exited are not lost. Linux only (0.0
     elsewhere)."""
+    return sum(cpu_by_process().values())
+
+
+def cpu_by_process() -> dict[str, float]:
+    """`tree_cpu_seconds` split by what each process is: this one (`driver`: ours' driver, and all of A),
+    the Spark JVM (`jvm`), Spark's Python workers (`workers`), the `moto_server`."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
+    kinds: dict[int, str] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read()
         except OSError:  # the process ended meanwhile
             continue
         pid = int(entry)
         parents[pid] = int(fields[1])
         cpu[pid] = sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
-    me, total = os.getpid(), 0.0
+        kinds[pid] = (
+            "jvm"
+            if b"java" in command.split(b"\0", 1)[0]
+            else "moto"
+            if b"moto_server" in command
+            else "workers"
+            if b"pyspark.daemon" in command or b"pyspark.worker" in command
+            else "driver"
+        )
+    me = os.getpid()
+    totals = dict.fromkeys(("driver", "jvm", "workers", "moto"), 0.0)
     for pid, seconds in cpu.items():
         p = pid
         while p > 1 and p != me:
             p = parents.get(p, 0)
         if p == me:
-            total += seconds
-    return total
+            totals["driver" if pid == me else kinds[pid]] += seconds
+    return totals
 
 
 class Measure:
-    """Wall and CPU seconds of a block: `with Measure() as m: ...; m.wall, m.cpu`."""
+    """Wall and CPU seconds of a block: `with Measure() as m: ...; m.wall, m.cpu, m.split` (CPU by
+    process, `cpu_by_process`)."""
 
     def __enter__(self) -> Measure:
-        self._cpu, self._wall = tree_cpu_seconds(), time.perf_counter()
+        self._split, self._wall = cpu_by_process(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self._wall
-        self.cpu = tree_cpu_seconds() - self._cpu
+        after = cpu_by_process()
+        self.split = {k: after[k] - self._split.get(k, 0.0) for k in after}
+        self.cpu = sum(self.split.values())
 
 
 # -- the three contenders ----------------------------------------------------------------------------------
@@ -356,10 +381,15 @@ def run_baseline_b(
 # -- main ---------------------------------------------------------------------------------------------------
 
 
-def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: str) -> None:
+def warm_up(
+    spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: str, jobs: int = 0
+) -> list[float]:
     """Start-up is not timed: a tiny job, a tiny mapInArrow job (Python worker daemon), then each
     contender once on two small files of their own, ours both on driver threads and in a Spark job (the
-    path the rounds' batches take): imports in the workers, JIT, first-use costs."""
+    path the rounds' batches take): imports in the workers, first-use costs. Then ours `jobs` more times
+    in a Spark job on those files: the JVM's JIT compiles Spark's planning and task code over the first
+    few dozen jobs (measured: 0.2-0.4 s of the JVM's CPU a job for the first ten, 0.05-0.1 s after
+    fifty), a cost a long-running ingest pays once. Returns the JVM's CPU seconds of each of those jobs."""
 
     def identity(batches: Iterator[Any]) -> Iterator[Any]:
         yield from batches
@@ -389,6 +419,22 @@ def warm_up(spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: 
     run_baseline_a(s3, objects, str(work / "warm-up-a"), 200, fmt, mode)
     if mode == "append":
         run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
+    jvm = []
+    for job in range(jobs):
+        target = work / f"warm-up-jit-{job}"
+        in_job = f"s3events.ingest.target.{TARGET}.driver.read.max.bytes=0"
+        settings = ingest_settings(
+            endpoint_url,
+            str(work / "warm-up-metadata"),
+            str(target),
+            2,
+            *mode_settings(mode),
+            in_job,
+            fmt=fmt,
+        )
+        jvm.append(run_ours(settings, spark, 200).split["jvm"])
+        shutil.rmtree(target, ignore_errors=True)
+    return jvm
 
 
 def seed_targets(
@@ -424,6 +470,12 @@ def rate(total_bytes: int, rows: int, seconds: float, cpu: float | None = None) 
     return text if cpu is None else f"{text} cpu {cpu:5.1f} s"
 
 
+def split_text(split: dict[str, float]) -> str:
+    """CPU by process, the ones that used any: `(driver 0.05, jvm 0.12, workers 1.50, moto 0.18)`."""
+    used = [f"{k} {v:.2f}" for k, v in split.items() if v >= 0.005]
+    return f"({', '.join(used)})" if used else ""
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
@@ -437,6 +489,13 @@ def main() -> int:
     parser.add_argument("--line-bytes", type=int, default=120, help="bytes per line (default 120)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
     parser.add_argument("--no-line-path", action="store_true", help="skip the line-path contender")
+    parser.add_argument(
+        "--warm-jobs",
+        type=int,
+        default=40,
+        help="warm-up batches of ours in a Spark job before the rounds, so the JVM's JIT has settled as "
+        "in a long-running ingest (default 40; 0 measures a JVM still compiling)",
+    )
     parser.add_argument(
         "--mode", choices=("append", "merge"), default="append", help="the target's mode (default append)"
     )
@@ -480,8 +539,13 @@ def main() -> int:
             conf={"spark.ui.showConsoleProgress": "false"},  # progress bars only; no effect on speed
         )
         spark.sparkContext.setLogLevel("ERROR")
-        warm_up(spark, s3, endpoint.url, work, args.format, args.mode)
+        jit = warm_up(spark, s3, endpoint.url, work, args.format, args.mode, args.warm_jobs)
         print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load()}")
+        if len(jit) >= 10:
+            print(
+                f"  the JVM's CPU per warm-up batch (JIT settling over --warm-jobs {len(jit)}): first five "
+                f"{statistics.median(jit[:5]):.2f} s, last five {statistics.median(jit[-5:]):.2f} s (medians)"
+            )
         seeded = args.existing_target
         if seeded:
             seed_targets(spark, s3, endpoint.url, work, metadata, args)
@@ -531,15 +595,22 @@ def main() -> int:
             print(f"round {r}:", flush=True)
             for k, label in labels.items():
                 m = results[k][-1]
-                print(f"  {label:46s} {rate(total_bytes, rows, m.wall, m.cpu)}", flush=True)
+                print(
+                    f"  {label:46s} {rate(total_bytes, rows, m.wall, m.cpu)} {split_text(m.split)}",
+                    flush=True,
+                )
             for name in ("ours", "lines", "a", "a1", "b"):  # outputs were checked; keep the disk small
                 shutil.rmtree(work / f"{name}-{r}", ignore_errors=True)
 
         wall = {k: statistics.median(m.wall for m in v) for k, v in results.items()}
         cpu = {k: statistics.median(m.cpu for m in v) for k, v in results.items()}
+        split = {
+            k: {kind: statistics.median(m.split[kind] for m in v) for kind in v[0].split}
+            for k, v in results.items()
+        }
         print("medians:")
         for k, label in labels.items():
-            print(f"  {label:46s} {rate(total_bytes, rows, wall[k], cpu[k])}")
+            print(f"  {label:46s} {rate(total_bytes, rows, wall[k], cpu[k])} {split_text(split[k])}")
         for base in [b for b in ("A", "A1", "B", "lines") if b in results]:
             print(
                 f"ratio ours/{base}: throughput {wall[base] / wall['ours']:.2f} "
