@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/ingest_throughput.py [--format json|csv|text|parquet] [--files 40]
         [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path] [--mode append|merge]
-        [--existing-target]
+        [--existing-target] [--warm-jobs 40]
 
 `--mode merge` makes every contender upsert by the data's unique `id` into its fresh target (ours:
 `mode=merge`, `record.key=id`; baseline A: an empty table, then one `DeltaTable.merge` of all rows;
