@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyspark import TaskContext
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -65,9 +66,30 @@ def task_seen() -> Any:
     return seen
 
 
-def test_each_task_gets_a_run_of_the_batch_in_order_and_every_file_once(spark: Any) -> None:
+def task_seen_once() -> Any:
+    """`task_seen` as `FilesFrame.run_each` calls a task: once, with the task's files as a list."""
+    seen = task_seen()
+
+    def once(refs_in_task: list[FileRef]) -> pa.RecordBatch:
+        (batch,) = seen(iter(refs_in_task))
+        return batch
+
+    return once
+
+
+def run_in_query(spark: Any, files: tuple[FileRef, ...], slices: int) -> list[dict[str, Any]]:
+    return collected(files_frame(spark, files, slices).map(task_seen(), from_arrow_schema(SEEN)))
+
+
+def run_each(spark: Any, files: tuple[FileRef, ...], slices: int) -> list[dict[str, Any]]:
+    batches = files_frame(spark, files, slices).run_each(task_seen_once())
+    return [row for batch in batches for row in batch.to_pylist()]
+
+
+@pytest.mark.parametrize("run", [run_in_query, run_each], ids=["map", "run_each"])
+def test_each_task_gets_a_run_of_the_batch_in_order_and_every_file_once(spark: Any, run: Any) -> None:
     files = refs(25_003)  # more than one Arrow batch of indexes per task (10,000 a batch)
-    rows = collected(files_frame(spark, files, 3).map(task_seen(), from_arrow_schema(SEEN)))
+    rows = run(spark, files, 3)
     assert len(rows) == len(files)
     runs = [[r for r in rows if r["partition"] == p] for p in range(3)]
     assert [len(run) for run in runs] == [8334, 8334, 8335]
@@ -78,6 +100,9 @@ def test_each_task_gets_a_run_of_the_batch_in_order_and_every_file_once(spark: A
         assert got["event_time"].replace(tzinfo=UTC) == sent.event_time
 
 
-def test_a_batch_smaller_than_the_slices_asked_for_has_a_task_per_file_and_none_empty(spark: Any) -> None:
-    rows = collected(files_frame(spark, refs(2), 8).map(task_seen(), from_arrow_schema(SEEN)))
+@pytest.mark.parametrize("run", [run_in_query, run_each], ids=["map", "run_each"])
+def test_a_batch_smaller_than_the_slices_asked_for_has_a_task_per_file_and_none_empty(
+    spark: Any, run: Any
+) -> None:
+    rows = run(spark, refs(2), 8)
     assert sorted((r["partition"], r["key"]) for r in rows) == [(0, "in/000000.json"), (1, "in/000001.json")]

