@@ -1,6 +1,6 @@
 """Executors write Parquet data files into a Delta table's directory; the driver commits them.
 
-`write_data_file` runs inside Spark executors (from a `mapInArrow` function): a picklable top-level
+`write_data_file` runs inside Spark executors (in a task's function): a picklable top-level
 function over plain data that never imports deltalake or pyspark. It returns a WrittenFile, which
 travels back to the driver as one row of WRITTEN_FILE_SCHEMA (`to_row` / `from_row`), where
 `delta_commit.commit_files` turns it into a Delta add action.
