@@ -52,7 +52,7 @@ from s3events.ingest.files.fast_json import JsonParser
 from s3events.ingest.files.fast_parquet import ParquetParser
 from s3events.ingest.files.fast_parse import FileDeclined, FileParser, Parsed
 from s3events.ingest.files.fast_text import TextParser
-from s3events.ingest.files.frames import files_frame
+from s3events.ingest.files.frames import TaskFunction, files_frame
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.merge_input import TYPE_ERRORS, MergeInput, concat_conformed, unreadable_partition
 from s3events.ingest.files.objects import INGESTED_AT, LINEAGE_FIELDS, MAX_OBJECT_BYTES, Fetched, fetch
@@ -155,12 +155,12 @@ def run_fast(
         ordering_field=target.ordering_field,
         stage=not in_driver,
     )
-    rows: list[dict[str, Any]]
     if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))
-        rows = _run_in_driver(task, files, min(len(files), tasks))
+        results = _run_in_driver(task, files, min(len(files), tasks))
     else:  # the tasks' results are a few rows each: an RDD job, no query to plan
-        rows = [row for batch in files_frame(spark, files, tasks).run_each(task) for row in batch.to_pylist()]
+        results = files_frame(spark, files, tasks).run_each(task)
+    rows = [row for batch in results for row in batch.to_pylist()]
     staged = [r["staged"] for r in rows if r["staged"] is not None]
     merge_keys = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
     if staged:
@@ -262,13 +262,13 @@ def _held_bytes(ref: FileRef) -> int | None:
 
 
 def _run_in_driver(
-    task: Callable[[list[FileRef]], pa.RecordBatch], files: tuple[FileRef, ...], slices: int
-) -> list[dict[str, Any]]:
+    task: TaskFunction, files: tuple[FileRef, ...], slices: int
+) -> list[pa.RecordBatch]:
     """The tasks a Spark job would run, on threads of this process (pyarrow's parsers and writers release
     the GIL), with the files sliced in batch order as the job's partitions would be."""
     groups = [list(files[i * len(files) // slices : (i + 1) * len(files) // slices]) for i in range(slices)]
     with ThreadPoolExecutor(max_workers=slices, thread_name_prefix="s3events-read") as pool:
-        return [row for batch in pool.map(task, groups) for row in batch.to_pylist()]
+        return list(pool.map(task, groups))
 
 
 def _table_schema(

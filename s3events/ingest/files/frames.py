@@ -36,8 +36,9 @@ class FilesFrame:
     """The files of a batch split into `slices` runs in batch order, one Spark task each.
 
     The files travel with each task's function as one Arrow table; a task is given the indexes of its
-    run by `spark.range`. A DataFrame of the files themselves (`createDataFrame` of their rows) would
-    run a Python stage in every task to serialize them: 0.05 s more a batch, measured.
+    run (by `spark.range`; in `run_each` by `parallelize` of a range). A DataFrame of the files
+    themselves (`createDataFrame` of their rows) would run a Python stage in every task to serialize
+    them: 0.05 s more a batch, measured.
     """
 
     spark: SparkSession
@@ -77,8 +78,7 @@ def _run_with_refs(
 
     def refs() -> Iterator[FileRef]:
         for indexes in batches:
-            for row in files.take(indexes.column(0)).to_pylist():
-                yield FileRef(**row)
+            yield from _refs_at(files, indexes.column(0))
 
     yield from function(refs())
 
@@ -87,8 +87,11 @@ def _run_each_with_refs(
     indexes: Iterator[int], *, function: TaskFunction, files: pa.Table
 ) -> Iterator[pa.RecordBatch]:
     """Inside a task: `function` over the FileRefs of the indexes this task was given."""
-    rows = files.take(pa.array(list(indexes), pa.int64())).to_pylist()
-    yield function([FileRef(**row) for row in rows])
+    yield function(_refs_at(files, pa.array(list(indexes), pa.int64())))
+
+
+def _refs_at(files: pa.Table, indexes: pa.Array) -> list[FileRef]:
+    return [FileRef(**row) for row in files.take(indexes).to_pylist()]
 
 
 def collected(frame: DataFrame) -> list[dict[str, Any]]:
