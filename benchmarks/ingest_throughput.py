@@ -241,17 +241,12 @@ def ingest_settings(
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def tree_cpu_seconds() -> float:
-    """CPU seconds (user + system) used so far by this process and all its descendants: the Spark JVM,
-    its Python workers, the moto_server. Less sensitive to other work on the machine than wall time.
-    Counts reaped children too (cutime/cstime), so workers that exited are not lost. Linux only (0.0
-    elsewhere)."""
-    return sum(cpu_by_process().values())
-
-
 def cpu_by_process() -> dict[str, float]:
-    """`tree_cpu_seconds` split by what each process is: this one (`driver`: ours' driver, and all of A),
-    the Spark JVM (`jvm`), Spark's Python workers (`workers`), the `moto_server`."""
+    """CPU seconds (user + system) used so far by this process and all its descendants, by what each
+    process is: this one (`driver`: ours' driver, and all of A), the Spark JVM (`jvm`), Spark's Python
+    workers (`workers`), the `moto_server`. Less sensitive to other work on the machine than wall time.
+    Counts reaped children too (cutime/cstime), so workers that exited are not lost. Linux only (zeros
+    elsewhere)."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     kinds: dict[int, str] = {}
