@@ -396,38 +396,27 @@ def warm_up(
     warm = argparse.Namespace(files=2, lines=100, line_bytes=120, format=fmt)
     objects = put_files(s3, warm, local_dir, "warm-up/")
     write_metadata(str(work / "warm-up-metadata"), objects)
-    # Twice: on driver threads (a batch this small) and in a Spark job, the path the rounds' batches take.
-    for where, in_driver in (
-        ("driver", []),
-        ("job", [f"s3events.ingest.target.{TARGET}.driver.read.max.bytes=0"]),
-    ):
-        settings = ingest_settings(
-            endpoint_url,
-            str(work / "warm-up-metadata"),
-            str(work / f"warm-up-ours-{where}"),
-            2,
-            *mode_settings(mode),
-            *in_driver,
-            fmt=fmt,
+
+    def ours(target: str, *extra: str) -> Measure:
+        """Ours on the warm-up files into a fresh `target`."""
+        metadata = str(work / "warm-up-metadata")
+        return run_ours(
+            ingest_settings(endpoint_url, metadata, target, 2, *mode_settings(mode), *extra, fmt=fmt),
+            spark,
+            200,
         )
-        run_ours(settings, spark, 200)
+
+    in_job = f"s3events.ingest.target.{TARGET}.driver.read.max.bytes=0"
+    # Twice: on driver threads (a batch this small) and in a Spark job, the path the rounds' batches take.
+    ours(str(work / "warm-up-ours-driver"))
+    ours(str(work / "warm-up-ours-job"), in_job)
     run_baseline_a(s3, objects, str(work / "warm-up-a"), 200, fmt, mode)
     if mode == "append":
         run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
     jvm = []
     for job in range(jobs):
         target = work / f"warm-up-jit-{job}"
-        in_job = f"s3events.ingest.target.{TARGET}.driver.read.max.bytes=0"
-        settings = ingest_settings(
-            endpoint_url,
-            str(work / "warm-up-metadata"),
-            str(target),
-            2,
-            *mode_settings(mode),
-            in_job,
-            fmt=fmt,
-        )
-        jvm.append(run_ours(settings, spark, 200).split["jvm"])
+        jvm.append(ours(str(target), in_job).split["jvm"])
         shutil.rmtree(target, ignore_errors=True)
     return jvm
 
