@@ -5,24 +5,19 @@ function over plain data that never imports deltalake or pyspark. It returns a W
 travels back to the driver as one row of WRITTEN_FILE_SCHEMA (`to_row` / `from_row`), where
 `delta_commit.commit_files` turns it into a Delta add action.
 
-Layout and statistics follow what delta-rs itself writes, so its readers skip files by statistics:
-- partition directories are Hive style, `col=<value percent-encoded like urllib.parse.quote(v, safe="")>`,
-  a null (or empty) value is `__HIVE_DEFAULT_PARTITION__`; typed values are serialized as the protocol
-  and delta-rs do (`partition_value`: `true`, `2026-03-01 12:00:00.250000` in UTC), not by str().
-  WrittenFile.path is the file's real path relative to the table root, which is what deltalake's
-  AddAction takes: delta-rs URI-encodes it once more when it writes the log (a '%' in the directory name
-  is '%25' in the JSON), as the protocol wants;
-- statistics hold numRecords, and minValues / maxValues / nullCount for top-level primitive columns
-  (strings cut to 32 characters, from the Parquet writer's own statistics, none when a string bound
-  there would pass 4 KiB; timestamps at millisecond precision rounded outwards so the bounds stay
-  bounds; nothing for binary columns or float columns holding NaN); nested columns get nullCount only.
+The layout follows what delta-rs itself writes: partition directories are Hive style,
+`col=<value percent-encoded like urllib.parse.quote(v, safe="")>`, a null (or empty) value is
+`__HIVE_DEFAULT_PARTITION__`; typed values are serialized as the protocol and delta-rs do
+(`partition_value`: `true`, `2026-03-01 12:00:00.250000` in UTC), not by str(). WrittenFile.path is the
+file's real path relative to the table root, which is what deltalake's AddAction takes: delta-rs
+URI-encodes it once more when it writes the log (a '%' in the directory name is '%25' in the JSON), as
+the protocol wants. Each file's statistics are exact or absent (`file_stats`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import time
 import uuid
@@ -40,12 +35,12 @@ import pyarrow.parquet as pq
 
 from s3events.infra import aws
 from s3events.infra.aws import AwsOptions
+from s3events.infra.file_stats import FileStats, leaf_paths
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _DICTIONARY_SAMPLE = 1024  # rows that choose each column's encoding
 STAGING_DIR = "_s3events_staging"  # beside _delta_log: what executors hand the driver through storage
 STAGING_LEFTOVER_AGE = timedelta(days=1)
-STRING_STATS_PREFIX = 32
 
 WRITTEN_FILE_SCHEMA = pa.schema(
     [
@@ -128,7 +123,7 @@ def write_data_file(
     directory = partition_path(values)
     relative = f"{directory}/part-{uuid.uuid4()}.parquet" if directory else f"part-{uuid.uuid4()}.parquet"
     target = f"{root}/{relative}"
-    stats = _Stats(file_schema)
+    stats = FileStats(file_schema)
     sink: Any = None
     writer: pq.ParquetWriter | None = None
     written: list[pq.FileMetaData] = []
@@ -301,20 +296,25 @@ def remove_data_files(table_uri: str, files: Iterable[WrittenFile], options: Aws
 
 
 def _filesystem(table_uri: str, options: AwsOptions) -> tuple[pafs.FileSystem, str]:
-    if not table_uri.startswith("s3://"):
-        return pafs.LocalFileSystem(), os.path.abspath(table_uri.removeprefix("file://"))
     # Region, endpoint and (only when the AWS SDK cannot find them itself) credentials: the same
     # decision delta-rs gets, from the same boto3 credential chain.
-    resolved = aws.delta_storage_options(options)
-    kwargs: dict[str, Any] = {"region": resolved.get("AWS_REGION")}
-    if options.endpoint_url:
-        endpoint = urlparse(options.endpoint_url)
+    storage = aws.delta_storage_options(options) if table_uri.startswith("s3://") else {}
+    return filesystem_for(table_uri, storage)
+
+
+def filesystem_for(table_uri: str, storage: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem and root path for a table, from the storage options delta-rs opens it with."""
+    if not table_uri.startswith("s3://"):
+        return pafs.LocalFileSystem(), os.path.abspath(table_uri.removeprefix("file://"))
+    kwargs: dict[str, Any] = {"region": storage.get("AWS_REGION")}
+    if endpoint_url := storage.get("AWS_ENDPOINT_URL"):
+        endpoint = urlparse(endpoint_url)
         kwargs["endpoint_override"] = endpoint.netloc or endpoint.path
         kwargs["scheme"] = endpoint.scheme or "https"
-    if "AWS_ACCESS_KEY_ID" in resolved:
-        kwargs["access_key"] = resolved["AWS_ACCESS_KEY_ID"]
-        kwargs["secret_key"] = resolved["AWS_SECRET_ACCESS_KEY"]
-        kwargs["session_token"] = resolved.get("AWS_SESSION_TOKEN")
+    if "AWS_ACCESS_KEY_ID" in storage:
+        kwargs["access_key"] = storage["AWS_ACCESS_KEY_ID"]
+        kwargs["secret_key"] = storage["AWS_SECRET_ACCESS_KEY"]
+        kwargs["session_token"] = storage.get("AWS_SESSION_TOKEN")
     return pafs.S3FileSystem(**kwargs), table_uri.removeprefix("s3://").rstrip("/")
 
 
@@ -340,29 +340,13 @@ def dictionary_columns(data: pa.RecordBatch | pa.Table) -> list[str]:
     chosen = []
     for f, column in zip(sample.schema, sample.columns, strict=True):
         if pa.types.is_nested(f.type):
-            chosen.extend(_leaf_paths(f.name, f.type))
+            chosen.extend(leaf_paths(f.name, f.type))
         elif pa.types.is_dictionary(f.type) or (
             not pa.types.is_boolean(f.type)  # Parquet encodes booleans as bits, never as a dictionary
             and 2 * len(pc.unique(column)) <= len(column)
         ):
             chosen.append(f.name)
     return chosen
-
-
-def _leaf_paths(path: str, t: pa.DataType) -> list[str]:
-    """The Parquet column paths under an Arrow column, as pyarrow names them (compliant lists)."""
-    if pa.types.is_struct(t):
-        return [
-            p for i in range(t.num_fields) for p in _leaf_paths(f"{path}.{t.field(i).name}", t.field(i).type)
-        ]
-    if pa.types.is_map(t):
-        return [
-            *_leaf_paths(f"{path}.key_value.key", t.key_type),
-            *_leaf_paths(f"{path}.key_value.value", t.item_type),
-        ]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _leaf_paths(f"{path}.list.element", t.value_type)
-    return [path]
 
 
 def _conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema, table_schema: pa.Schema) -> Any:
@@ -382,147 +366,3 @@ def _conform(batch: pa.RecordBatch | pa.Table, schema: pa.Schema, table_schema: 
             column = batch.column(index)
             columns.append(column if column.type == f.type else column.cast(f.type))
     return type(batch).from_arrays(columns, schema=schema)
-
-
-class _Stats:
-    """Delta file statistics accumulated over the batches of one file. String bounds come from the
-    Parquet writer's own statistics (`take_string_bounds`): the writer computes them anyway, and a second
-    pass over every string was a fifth of a file's write."""
-
-    def __init__(self, schema: pa.Schema) -> None:
-        self.schema = schema
-        self.rows = 0
-        self.nulls: dict[str, Any] = {}
-        self.mins: dict[str, Any] = {}
-        self.maxs: dict[str, Any] = {}
-        self.no_bounds: set[str] = set()
-
-    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
-        self.rows += batch.num_rows
-        for f, column in zip(self.schema, batch.columns, strict=True):
-            self.nulls[f.name] = _add_nulls(self.nulls.get(f.name), column)
-            if f.name in self.no_bounds or not _has_bounds(f.type):
-                continue
-            if pa.types.is_floating(f.type) and pc.any(pc.is_nan(column)).as_py():
-                self.no_bounds.add(f.name)
-                continue
-            if _is_string(f.type):
-                continue
-            if pa.types.is_timestamp(f.type):  # compare raw ticks: no precision lost to datetime
-                column = column.cast(pa.int64())
-            low, high = pc.min_max(column).values()
-            if low.is_valid:
-                self._bound(f.name, low.as_py(), high.as_py())
-
-    def take_string_bounds(self, written: pq.FileMetaData) -> None:
-        """The string columns' bounds from the written file's row group statistics. Parquet compares
-        strings byte by byte, as Arrow does, and keeps them exact (a test holds it to that); a row group
-        with values but no bounds (the writer leaves out a min or max longer than 4,096 bytes) leaves its
-        column without bounds."""
-        strings: dict[int, str] = {}  # Parquet column (leaf) index -> top-level string column
-        leaves = 0
-        for f in self.schema:
-            if _is_string(f.type):
-                strings[leaves] = f.name
-            leaves += len(_leaf_paths(f.name, f.type))
-        if leaves != written.num_columns:  # not the layout assumed: no string bounds rather than wrong ones
-            self.no_bounds.update(strings.values())
-        for group in (written.row_group(i) for i in range(written.num_row_groups)):
-            for index, name in strings.items():
-                if name in self.no_bounds:
-                    continue
-                found = group.column(index).statistics
-                if found is not None and found.has_min_max:
-                    self._bound(name, found.min, found.max)
-                elif not (found is not None and found.has_null_count and found.null_count == group.num_rows):
-                    self.no_bounds.add(name)
-
-    def _bound(self, name: str, low: Any, high: Any) -> None:
-        self.mins[name] = min(self.mins.get(name, low), low)
-        self.maxs[name] = max(self.maxs.get(name, high), high)
-
-    def to_json(self) -> str:
-        mins, maxs = {}, {}
-        for f in self.schema:
-            if f.name in self.mins and f.name not in self.no_bounds:
-                low, high = (
-                    _stat_value(self.mins[f.name], f.type, "min"),
-                    _stat_value(self.maxs[f.name], f.type, "max"),
-                )
-                if low is not None and high is not None:
-                    mins[f.name], maxs[f.name] = low, high
-        return json.dumps(
-            {"numRecords": self.rows, "minValues": mins, "maxValues": maxs, "nullCount": self.nulls},
-            separators=(",", ":"),
-            allow_nan=False,
-        )
-
-
-def _is_string(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def _has_bounds(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-    )
-
-
-def _add_nulls(current: Any, column: pa.Array) -> Any:
-    if pa.types.is_struct(column.type):
-        current = current or {}
-        children = column.flatten()  # child validity combined with the struct's own
-        for child_field, child in zip(column.type, children, strict=True):
-            current[child_field.name] = _add_nulls(current.get(child_field.name), child)
-        return current
-    return (current or 0) + column.null_count
-
-
-def _stat_value(value: Any, t: pa.DataType, side: str) -> Any:
-    """A min or max as Delta's statistics JSON holds it; None when no safe bound can be written."""
-    if pa.types.is_timestamp(t):
-        return _timestamp_bound(value, t, side)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value) if t.precision <= 15 else None  # exact in a JSON double up to 15 digits
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str) and len(value) > STRING_STATS_PREFIX:
-        return value[:STRING_STATS_PREFIX] if side == "min" else _string_upper_bound(value)
-    return value
-
-
-_TICKS_PER_MS = {"s": 0, "ms": 1, "us": 1000, "ns": 1_000_000}
-
-
-def _timestamp_bound(ticks: int, t: pa.TimestampType, side: str) -> str:
-    """Milliseconds, as Delta writes them, rounded down for a min and up for a max."""
-    per_ms = _TICKS_PER_MS[t.unit]
-    if per_ms == 0:  # seconds
-        return _format_millis(ticks * 1000, t)
-    return _format_millis(ticks // per_ms if side == "min" else -(-ticks // per_ms), t)
-
-
-def _format_millis(millis: int, t: pa.TimestampType) -> str:
-    text = (datetime(1970, 1, 1) + timedelta(milliseconds=millis)).isoformat(timespec="milliseconds")
-    return f"{text}Z" if t.tz is not None else text
-
-
-def _string_upper_bound(value: str) -> str | None:
-    """A string of at most 32 characters that is greater than every string starting like `value`."""
-    prefix = value[:STRING_STATS_PREFIX]
-    for i in range(len(prefix) - 1, -1, -1):
-        code = ord(prefix[i]) + 1
-        if 0xD800 <= code <= 0xDFFF:
-            code = 0xE000
-        if code <= 0x10FFFF:
-            return prefix[:i] + chr(code)
-    return None
