@@ -63,10 +63,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -74,11 +72,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import notifications
-from benchmarks.elasticmq import ElasticMQ
+from benchmarks.harness import MemorySampler, Run, add_common, median, rss_bytes, smoke
+from benchmarks.harness.elasticmq import ElasticMQ
+from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.capture.service import build_capture
 from s3events.config import load_settings
 from s3events.dev import provision
-from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
 from s3events.maintenance.service import PeriodicMaintenance, capture_tables
 
@@ -161,33 +160,7 @@ def cpu_ms_per_1000(drain: Any, *args: Any) -> tuple[int, float, float]:
 
 
 def rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-class RssSampler:
-    """The peak resident memory of this process, sampled every 50 ms in a thread."""
-
-    def __init__(self) -> None:
-        self.peak = rss_mib()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.05):
-            self.peak = max(self.peak, rss_mib())
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, rss_mib())
+    return rss_bytes() / 2**20
 
 
 def backlog_run(
@@ -198,7 +171,7 @@ def backlog_run(
     batch: int,
     server: LocalEndpoint | ElasticMQ,
     maintenance: Any = None,
-) -> None:
+) -> dict[str, float]:
     """`maintenance`: a PeriodicMaintenance run between cycles, as `s3events capture --continuous` does."""
     started = time.perf_counter()
     for part in range(0, count, 10_000):
@@ -221,20 +194,31 @@ def backlog_run(
             print(
                 f"  cycle {cycles[0]:4d}: {result.received} messages in {seconds:.1f} s, "
                 f"table version {result.table_version}, RSS {rss_mib():.0f} MiB (peak so far "
-                f"{sampler.peak:.0f})" + (f", {compactions[0]} compactions" if maintenance else ""),
+                f"{sampler.peak() / 2**20:.0f})" + (f", {compactions[0]} compactions" if maintenance else ""),
                 flush=True,
             )
 
     before = rss_mib()
-    with RssSampler() as sampler:
+    with MemorySampler() as sampler:
         n, seconds = drain_capture(capture, on_cycle)
+    peak = sampler.peak() / 2**20
     print(
         f"drained {n} events in {seconds:.0f} s ({n / seconds:.0f}/s); RSS before draining {before:.0f} MiB, "
-        f"peak while draining {sampler.peak:.0f} MiB (+{sampler.peak - before:.0f}); "
+        f"peak while draining {peak:.0f} MiB (+{peak - before:.0f}); "
         f"largest cycle {largest[0]} messages (batch cap {batch})"
     )
     if largest[0] > batch:
         print(f"BATCH CAP BROKEN: a cycle held {largest[0]} messages, above the cap of {batch}")
+    return {
+        "events": n,
+        "seconds": round(seconds, 1),
+        "events_per_s": round(n / seconds),
+        "rss_before_mib": round(before),
+        "rss_peak_mib": round(peak),
+        "largest_cycle": largest[0],
+        "batch_cap": batch,
+        "compactions": compactions[0],
+    }
 
 
 def main() -> int:
@@ -273,7 +257,10 @@ def main() -> int:
         default="true",
         help="s3events.metadata.dedupe.ids.in.memory: false makes every commit a MERGE (the earlier design)",
     )
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, messages=30, rounds=1, batch=10, backlog=min(args.backlog, 100))
+    run = Run.start("capture_throughput", smoke=args.smoke)
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
     # Capture here touches SQS and a local metadata directory, never S3, so one server is all it needs:
@@ -306,7 +293,14 @@ def main() -> int:
         # maintenance between cycles, as `capture --continuous` runs it: its CPU counts as capture's
         between = None if periodic is None else (lambda *_: periodic.run_if_due())
         if args.backlog:
-            backlog_run(sqs, ours_q, capture, args.backlog, args.batch, server, periodic)
+            drained = backlog_run(sqs, ours_q, capture, args.backlog, args.batch, server, periodic)
+            params = {"backlog": args.backlog, "batch": args.batch, "sqs": args.sqs}
+            run.add(
+                f"backlog of {args.backlog}, {args.sqs}",
+                params=params | {"maintenance": args.maintenance},
+                figures=drained,
+            )
+            run.save()
             capture.close()
             server.stop()
             sys.stdout.flush()
@@ -333,8 +327,8 @@ def main() -> int:
                 + "   ".join(f"{k} {rates[k][-1]:6.0f}/s {cpu[k][-1]:5.0f} CPU ms/1k" for k in rates)
             )
         capture.close()
-        rate = {k: statistics.median(v) for k, v in rates.items()}
-        ms = {k: statistics.median(v) for k, v in cpu.items()}
+        rate = {k: median(v) for k, v in rates.items()}
+        ms = {k: median(v) for k, v in cpu.items()}
         names = {
             "plain": "plain receive+delete (10 in flight)",
             "held": f"held loop ({args.batch} in flight)",
@@ -351,6 +345,19 @@ def main() -> int:
                 f"  capture / {k}: throughput {rate['ours'] / rate[k]:.2f}, "
                 f"CPU per message {ms['ours'] / ms[k]:.2f}x"
             )
+        params = {"messages": args.messages, "rounds": args.rounds, "batch": args.batch, "sqs": args.sqs}
+        params |= {"batch_seconds": args.batch_seconds, "maintenance": args.maintenance}
+        params |= {"ids_in_memory": args.ids_in_memory == "true"}
+        figures = {f"{k}_cpu_ms_per_1000": round(ms[k]) for k in ms} | {
+            f"{k}_msg_per_s": round(rate[k]) for k in rate
+        }
+        figures |= {f"ours_vs_{k}_cpu_x": round(ms["ours"] / ms[k], 2) for k in ("plain", "held")}
+        run.add(
+            f"{args.sqs}, batch {args.batch}" + (", maintenance" if args.maintenance else ""),
+            params=params,
+            figures=figures,
+        )
+        run.save()
     server.stop()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown (delta-rs readers can abort there)

@@ -54,7 +54,6 @@ import logging
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,9 +70,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow.parquet as pq
 
 from benchmarks import notifications
-from benchmarks.elasticmq import ElasticMQ
+from benchmarks.harness import Run, add_common, median, percentile, smoke
+from benchmarks.harness.elasticmq import ElasticMQ
+from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.dev import provision
-from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
 
 BUCKET = "fresh-landing"
@@ -199,14 +199,6 @@ def wait_for(uris: set[str], watches: list[TableWatch], *, timeout: float, child
         time.sleep(0.5)
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
 @dataclass
 class Phase:
     rate: float
@@ -284,7 +276,7 @@ def stop_child(child: subprocess.Popen[bytes]) -> None:
             child.wait()
 
 
-def summary(phases: list[Phase], rates: list[float]) -> None:
+def summary(phases: list[Phase], rates: list[float], run: Run, args: argparse.Namespace) -> None:
     print()
     print(
         f"{'rate':>8} {'rounds':>6} | {'PUT->metadata p50':>17} {'p99':>6} "
@@ -292,17 +284,37 @@ def summary(phases: list[Phase], rates: list[float]) -> None:
     )
     for rate in rates:
         mine = [p for p in phases if p.rate == rate]
-        mp50 = statistics.median(pct(p.meta, 0.5) for p in mine)
-        mp99 = statistics.median(pct(p.meta, 0.99) for p in mine)
-        tp50 = statistics.median(pct(p.target, 0.5) for p in mine)
-        tp99 = statistics.median(pct(p.target, 0.99) for p in mine)
+        mp50 = median(percentile(p.meta, 0.5) for p in mine)
+        mp99 = median(percentile(p.meta, 0.99) for p in mine)
+        tp50 = median(percentile(p.target, 0.5) for p in mine)
+        tp99 = median(percentile(p.target, 0.99) for p in mine)
         print(f"{rate:>6g}/s {len(mine):>6} | {mp50:>16.2f}s {mp99:>5.2f}s | {tp50:>14.2f}s {tp99:>5.2f}s")
+        stages = {
+            f"{n.replace(' ', '_').replace('+', '_')}_s": round(
+                median(v for p in mine for v in p.stages[n]), 3
+            )
+            for n in mine[0].stages
+        }
+        params = {
+            "rate": rate,
+            "seconds": args.seconds,
+            "rounds": len(mine),
+            "sqs": args.sqs,
+            "sync": args.sync,
+        }
+        figures = {"files": sum(p.files for p in mine), "metadata_p50_s": round(mp50, 3)}
+        figures |= {
+            "metadata_p99_s": round(mp99, 3),
+            "target_p50_s": round(tp50, 3),
+            "target_p99_s": round(tp99, 3),
+        }
+        run.add(f"{rate:g} files/s, {args.sqs}", params=params, figures=figures | stages)
     print("\nstages, median seconds over all files of the rate (see the docstring):")
     names = list(phases[0].stages)
     print(f"{'rate':>8} | " + " | ".join(f"{n:>18}" for n in names))
     for rate in rates:
         mine = [p for p in phases if p.rate == rate]
-        cells = [statistics.median([v for p in mine for v in p.stages[n]] or [float("nan")]) for n in names]
+        cells = [median([v for p in mine for v in p.stages[n]] or [float("nan")]) for n in names]
         print(f"{rate:>6g}/s | " + " | ".join(f"{c:>17.2f}s" for c in cells))
     loads = [v for p in phases for v in p.load]
     print(
@@ -325,7 +337,10 @@ def main() -> int:
         default="moto",
         help="moto: S3 notifies moto's SQS; elasticmq: capture polls ElasticMQ, notified by this process",
     )
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, rates="2", seconds=2.0, rounds=1)
+    run = Run.start("freshness", smoke=args.smoke)
     rates = [float(r) for r in args.rates.split(",")]
     logging.basicConfig(level=logging.WARNING)
     os.environ.update(LOCAL_ENV)
@@ -373,14 +388,17 @@ def main() -> int:
                     phases.append(phase)
                     print(
                         f"round {round_no} {rate:>5g} files/s ({phase.files} files): "
-                        f"PUT->metadata p50 {pct(phase.meta, 0.5):.2f}s p99 {pct(phase.meta, 0.99):.2f}s | "
-                        f"PUT->target p50 {pct(phase.target, 0.5):.2f}s p99 {pct(phase.target, 0.99):.2f}s "
+                        f"PUT->metadata p50 {percentile(phase.meta, 0.5):.2f}s "
+                        f"p99 {percentile(phase.meta, 0.99):.2f}s | "
+                        f"PUT->target p50 {percentile(phase.target, 0.5):.2f}s "
+                        f"p99 {percentile(phase.target, 0.99):.2f}s "
                         f"| load {load0:.2f}",
                         flush=True,
                     )
             for child in children:
                 stop_child(child)
-        summary(phases, rates)
+        summary(phases, rates, run, args)
+        run.save()
     finally:
         for child in children:
             stop_child(child)

@@ -74,7 +74,6 @@ import io
 import logging
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -90,8 +89,9 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from benchmarks.harness import Measure, Run, add_common, load_average, median, ratio, smoke
+from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.config import Settings, load_settings
-from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.infra import aws
@@ -237,66 +237,6 @@ def ingest_settings(
 
 
 # -- measuring ---------------------------------------------------------------------------------------------
-
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_by_process() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by this process and all its descendants, by what each
-    process is: this one (`driver`: ours' driver, and all of A), the Spark JVM (`jvm`), Spark's Python
-    workers (`workers`), the `moto_server`. Less sensitive to other work on the machine than wall time.
-    Counts reaped children too (cutime/cstime), so workers that exited are not lost. Linux only (zeros
-    elsewhere)."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    kinds: dict[int, str] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                command = f.read()
-        except OSError:  # the process ended meanwhile
-            continue
-        pid = int(entry)
-        parents[pid] = int(fields[1])
-        cpu[pid] = sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
-        kinds[pid] = (
-            "jvm"
-            if b"java" in command.split(b"\0", 1)[0]
-            else "moto"
-            if b"moto_server" in command
-            else "workers"
-            if b"pyspark.daemon" in command or b"pyspark.worker" in command
-            else "driver"
-        )
-    me = os.getpid()
-    totals = dict.fromkeys(("driver", "jvm", "workers", "moto"), 0.0)
-    for pid, seconds in cpu.items():
-        p = pid
-        while p > 1 and p != me:
-            p = parents.get(p, 0)
-        if p == me:
-            totals["driver" if pid == me else kinds[pid]] += seconds
-    return totals
-
-
-class Measure:
-    """Wall and CPU seconds of a block: `with Measure() as m: ...; m.wall, m.cpu, m.split` (CPU by
-    process, `cpu_by_process`)."""
-
-    def __enter__(self) -> Measure:
-        self._split, self._wall = cpu_by_process(), time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall = time.perf_counter() - self._wall
-        after = cpu_by_process()
-        self.split = {k: after[k] - self._split.get(k, 0.0) for k in after}
-        self.cpu = sum(self.split.values())
-
 
 # -- the three contenders ----------------------------------------------------------------------------------
 
@@ -460,8 +400,8 @@ def split_text(split: dict[str, float]) -> str:
     return f"({', '.join(used)})" if used else ""
 
 
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
+def load_text() -> str:
+    one, five, fifteen = load_average()
     return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
 
 
@@ -488,7 +428,10 @@ def main() -> int:
         action="store_true",
         help="append to targets holding a seed batch (a target's later batches) instead of fresh ones",
     )
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, files=2, lines=200, rounds=1, warm_jobs=0)
+    run = Run.start("ingest_throughput", smoke=args.smoke)
     if args.mode == "merge" and args.format == "text":
         parser.error("--mode merge needs a record key: text files have none (use json, csv or parquet)")
     logging.basicConfig(level=logging.WARNING)
@@ -524,11 +467,11 @@ def main() -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
         jit = warm_up(spark, s3, endpoint.url, work, args.format, args.mode, args.warm_jobs)
-        print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load()}")
+        print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load_text()}")
         if len(jit) >= 10:
             print(
                 f"  the JVM's CPU per warm-up batch (JIT settling over --warm-jobs {len(jit)}): first five "
-                f"{statistics.median(jit[:5]):.2f} s, last five {statistics.median(jit[-5:]):.2f} s (medians)"
+                f"{median(jit[:5]):.2f} s, last five {median(jit[-5:]):.2f} s (medians)"
             )
         seeded = args.existing_target
         if seeded:
@@ -586,11 +529,10 @@ def main() -> int:
             for name in ("ours", "lines", "a", "a1", "b"):  # outputs were checked; keep the disk small
                 shutil.rmtree(work / f"{name}-{r}", ignore_errors=True)
 
-        wall = {k: statistics.median(m.wall for m in v) for k, v in results.items()}
-        cpu = {k: statistics.median(m.cpu for m in v) for k, v in results.items()}
+        wall = {k: median(m.wall for m in v) for k, v in results.items()}
+        cpu = {k: median(m.cpu for m in v) for k, v in results.items()}
         split = {
-            k: {kind: statistics.median(m.split[kind] for m in v) for kind in v[0].split}
-            for k, v in results.items()
+            k: {kind: median(m.split[kind] for m in v) for kind in v[0].split} for k, v in results.items()
         }
         print("medians:")
         for k, label in labels.items():
@@ -600,7 +542,19 @@ def main() -> int:
                 f"ratio ours/{base}: throughput {wall[base] / wall['ours']:.2f} "
                 f"(CPU efficiency {cpu[base] / cpu['ours']:.2f})"
             )
-        print(f"({load()})", flush=True)
+        print(f"({load_text()})", flush=True)
+        figures: dict[str, float] = {"mb": round(total_bytes / 1e6, 1), "rows": rows}
+        for k in results:
+            figures[f"{k.lower()}_s"] = round(wall[k], 3)
+            figures[f"{k.lower()}_cpu_s"] = round(cpu[k], 3)
+            if k != "ours":
+                figures[f"ours_vs_{k.lower()}_x"] = round(ratio(wall[k], wall["ours"]), 2)
+        figures.update({f"ours_cpu_{kind}_s": round(s, 3) for kind, s in split["ours"].items() if s})
+        case = f"{fmt}, {mode}" + (", existing target" if seeded else "")
+        params = {"format": fmt, "mode": mode, "existing_target": seeded, "files": args.files}
+        params |= {"lines": args.lines, "rounds": args.rounds, "warm_jobs": args.warm_jobs}
+        run.add(case, params=params, figures=figures)
+        run.save()
 
         sys.stdout.flush()
         spark.stop()

@@ -35,7 +35,6 @@ import argparse
 import logging
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -50,9 +49,10 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import Run, add_common, median, percentile, smoke
+from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.config import Settings, load_settings
 from s3events.dev.fault_proxy import ProxyProcess, proxy_process
-from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.infra import aws
@@ -90,8 +90,7 @@ class Variant:
 
 
 def ms(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return 1000 * percentile(values, q)
 
 
 class Workload:
@@ -234,9 +233,9 @@ def run_variant(
                 ms(stretch, 0.5) if stretch else None,
                 files,
                 logs,
-                statistics.median(r for r, _ in counted) if counted else None,
-                statistics.median(k for _, k in counted) if counted else None,
-                statistics.median(ingest_counted) if ingest_counted else None,
+                median(r for r, _ in counted) if counted else None,
+                median(k for _, k in counted) if counted else None,
+                median(ingest_counted) if ingest_counted else None,
             )
             variant.marks.append(mark)
             ingest_text = f"{mark.ingest_p50:8.1f}" if mark.ingest_p50 is not None else "       -"
@@ -315,7 +314,10 @@ def main() -> int:
         action="store_true",
         help="moto: count each capture commit's S3 requests and LISTed keys through a proxy",
     )
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, commits=60, marks=[30, 60], off_commits=60, ingest_every=10, block=20)
+    run = Run.start("long_run", smoke=args.smoke)
     logging.basicConfig(level=logging.WARNING)
     results = []
     for kind in ("local", "moto") if args.endpoint == "both" else (args.endpoint,):
@@ -343,13 +345,25 @@ def main() -> int:
     for variant in results:
         first, last = variant.marks[0], variant.marks[-1]
         passes = variant.maintenance_seconds
-        extra = (
-            f", {len(passes)} maintenance steps, median {statistics.median(passes):.2f} s" if passes else ""
-        )
+        extra = f", {len(passes)} maintenance steps, median {median(passes):.2f} s" if passes else ""
         print(
             f"{variant.name}: capture p50 at {last.commits} commits / at {first.commits} = "
             f"{last.capture_p50 / first.capture_p50:.2f}x{extra}"
         )
+        for m in variant.marks:
+            figures = {"capture_p50_ms": round(m.capture_p50, 1), "capture_p99_ms": round(m.capture_p99, 1)}
+            figures |= {"ingest_p50_ms": None if m.ingest_p50 is None else round(m.ingest_p50, 1)}
+            figures |= {"metadata_files": m.data_files, "log_entries": m.log_entries}
+            if m.requests is not None:
+                figures |= {"s3_requests_per_commit": m.requests, "keys_listed_per_commit": m.listed_keys}
+            params = {
+                "variant": variant.name,
+                "commits": m.commits,
+                "seconds_per_commit": args.seconds_per_commit,
+            }
+            params |= {"ingest_every": args.ingest_every, "block": args.block}
+            run.add(f"{variant.name}, {m.commits} commits", params=params, figures=figures)
+    run.save()
     return 0
 
 

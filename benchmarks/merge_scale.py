@@ -57,18 +57,15 @@ with it).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing import get_context
@@ -80,10 +77,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.ingest_throughput import BUCKET, TARGET, ingest_settings, load, write_metadata
-from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
+from benchmarks.harness import MemorySampler, Run, add_common, median, rss_bytes, smoke
+from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
+from benchmarks.harness.procs import descendant, malloc_trim, reset_peak
+from benchmarks.ingest_throughput import BUCKET, TARGET, ingest_settings, write_metadata
+from benchmarks.ingest_throughput import load_text as load
 from s3events.infra import aws
-from s3events.ingest.files.merge_input import MergeInput
 
 SEED_ROWS = 1_000
 COUNTRIES = ("DE", "FR", "US", "JP", "BR", "IN", "NG", "AU")
@@ -155,92 +154,8 @@ def dir_mb(path: Path) -> float:
 # -- memory -----------------------------------------------------------------------------------------------
 
 
-def rss_bytes(pid: int | str = "self", field_name: str = "VmRSS") -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def reset_hwm() -> bool:
-    """Reset this process's VmHWM to its current RSS (Linux >= 4.0); False where not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def malloc_trim() -> None:
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def jvm_pid() -> int | None:
-    """The Spark JVM: a `java` descendant of this process."""
-    parents: dict[int, int] = {}
-    java = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/comm") as f:
-                if f.read().strip() == "java":
-                    java.append(int(entry))
-        except OSError:
-            continue
-    me = os.getpid()
-    for pid in java:
-        p = pid
-        while p > 1 and p != me:
-            p = parents.get(p, 0)
-        if p == me:
-            return pid
-    return None
-
-
-class Sampler:
-    """VmRSS of the driver and of the JVM every `every` seconds, kept with their times."""
-
-    def __init__(self, jvm: int | None, every: float = 0.02):
-        self.jvm = jvm
-        self.every = every
-        self.samples: list[tuple[float, int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="rss-sampler")
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            jvm = rss_bytes(self.jvm) if self.jvm else 0
-            self.samples.append((time.perf_counter(), rss_bytes(), jvm))
-            self._stop.wait(self.every)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def peaks(self, start: float, end: float) -> tuple[int, int]:
-        """(driver, JVM) maximum RSS sampled in [start, end]."""
-        inside = [s for s in self.samples if start <= s[0] <= end] or [(0.0, 0, 0)]
-        return max(s[1] for s in inside), max(s[2] for s in inside)
-
-
-# -- contenders -------------------------------------------------------------------------------------------
-
-
 @dataclass
-class Run:
+class Contender:
     wall: float
     peak: int  # bytes
     rise: int  # bytes above the RSS at the start
@@ -258,7 +173,7 @@ def timing_commit_merge() -> Iterator[list[tuple[float, float, pa.Table]]]:
     calls: list[tuple[float, float, pa.Table]] = []
     original: Callable[..., int] = TargetTable.commit_merge
 
-    def timed(self: TargetTable, batch: MergeInput, **kwargs: Any) -> int:
+    def timed(self: TargetTable, batch: Any, **kwargs: Any) -> int:
         started = time.perf_counter()
         try:
             return original(self, batch, **kwargs)
@@ -285,11 +200,11 @@ def merge_settings(endpoint_url: str, metadata: str, target: Path, files: int, e
     )
 
 
-def run_ours(settings: Any, spark: Any, sampler: Sampler, expected_rows: int) -> Run:
+def run_ours(settings: Any, spark: Any, sampler: MemorySampler, expected_rows: int) -> Contender:
     from s3events.ingest.service import run_ingest
 
     malloc_trim()
-    exact = reset_hwm()
+    exact = reset_peak()
     before = rss_bytes()
     with timing_commit_merge() as calls:
         started = time.perf_counter()
@@ -301,14 +216,15 @@ def run_ours(settings: Any, spark: Any, sampler: Sampler, expected_rows: int) ->
     if len(calls) != 1:
         raise SystemExit(f"ours: {len(calls)} commit_merge calls")
     (m_start, m_end, rows) = calls[0]
-    sampled, jvm = sampler.peaks(started, ended)
+    peaks = sampler.peaks(started, ended)
+    sampled, jvm = peaks["driver"], peaks.get("jvm", 0)
     peak = max(rss_bytes(field_name="VmHWM"), sampled) if exact else sampled
-    return Run(
+    return Contender(
         wall=ended - started,
         peak=peak,
         rise=peak - before,
         merge_wall=m_end - m_start,
-        merge_peak=sampler.peaks(m_start, m_end)[0],
+        merge_peak=sampler.peaks(m_start, m_end)["driver"],
         jvm_peak=jvm,
         rows=rows,
     )
@@ -333,10 +249,10 @@ def baseline_a(table_path: str, rows_path: str) -> tuple[float, int, int, dict[s
     return wall, rss_bytes(field_name="VmHWM"), before, dict(metrics)
 
 
-def run_a(table_path: Path, rows_path: Path) -> tuple[Run, dict[str, Any]]:
+def run_a(table_path: Path, rows_path: Path) -> tuple[Contender, dict[str, Any]]:
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         wall, peak, before, metrics = pool.submit(baseline_a, str(table_path), str(rows_path)).result()
-    return Run(wall=wall, peak=peak, rise=peak - before), metrics
+    return Contender(wall=wall, peak=peak, rise=peak - before), metrics
 
 
 def check_commit(name: str, table_path: Path, updated: int, inserted: int) -> None:
@@ -369,8 +285,8 @@ class SizeResult:
     size: int
     files: int
     mb: float
-    ours: list[Run]
-    a: list[Run]
+    ours: list[Contender]
+    a: list[Contender]
 
 
 def measure_size(
@@ -380,7 +296,7 @@ def measure_size(
     s3: Any,
     endpoint_url: str,
     spark: Any,
-    sampler: Sampler,
+    sampler: MemorySampler,
     *,
     warm_up: bool,
 ) -> SizeResult:
@@ -442,8 +358,8 @@ def measure_size(
             args.keys,
         )
         shutil.rmtree(copy)
-    ours: list[Run] = []
-    a: list[Run] = []
+    ours: list[Contender] = []
+    a: list[Contender] = []
     for r in range(1, args.rounds + 1):
         copy = here / f"ours-{r}"
         link_copy(base, copy)
@@ -480,8 +396,8 @@ def measure_size(
 # -- report -----------------------------------------------------------------------------------------------
 
 
-def med(runs: list[Run], attr: str) -> float:
-    return statistics.median(getattr(r, attr) for r in runs)
+def med(runs: list[Contender], attr: str) -> float:
+    return median(getattr(r, attr) for r in runs)
 
 
 def report(results: list[SizeResult], args: argparse.Namespace) -> None:
@@ -544,7 +460,10 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=10, help="objects the batch's rows come in (default 10)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per size (default 3)")
     parser.add_argument("--chunk", type=int, default=1_000_000, help="rows per write_deltalake append")
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, sizes="20K", keys=2_000, files=2, rounds=1, chunk=10_000)
+    run = Run.start("merge_scale", smoke=args.smoke)
     sizes = sorted(parse_size(s) for s in args.sizes.split(","))
     if sizes[0] <= SEED_ROWS:
         raise SystemExit(f"sizes must be above {SEED_ROWS}")
@@ -565,21 +484,41 @@ def main() -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
         spark.range(10).count()
-        jvm = jvm_pid()
+        jvm = descendant("jvm")
         print(
             f"spark local[2] started in {time.perf_counter() - started:.1f} s (JVM pid {jvm}, "
             f"driver RSS {rss_bytes() / MB:.0f} MB, "
-            f"VmHWM reset {'allowed' if reset_hwm() else 'not allowed'}); "
+            f"VmHWM reset {'allowed' if reset_peak() else 'not allowed'}); "
             f"{load()}",
             flush=True,
         )
         results = []
-        with Sampler(jvm) as sampler:
+        pids: dict[str, int | str] = {"driver": "self"} | ({"jvm": jvm} if jvm else {})
+        with MemorySampler(pids, every=0.02) as sampler:
             for size in sizes:
                 results.append(
                     measure_size(size, args, work, s3, endpoint.url, spark, sampler, warm_up=not results)
                 )
         report(results, args)
+        for result in results:
+            o_wall, a_wall = med(result.ours, "wall"), med(result.a, "wall")
+            params = {"target_rows": result.size, "keys": args.keys, "update_fraction": args.update_fraction}
+            params |= {"updates": args.updates, "files": args.files, "rounds": args.rounds}
+            figures = {
+                "ours_s": round(o_wall, 2),
+                "ours_commit_merge_s": round(med(result.ours, "merge_wall"), 2),
+                "a_s": round(a_wall, 2),
+                "ours_vs_a_x": round(a_wall / o_wall, 2),
+                "driver_peak_mb": round(med(result.ours, "peak") / MB),
+                "driver_rise_mb": round(med(result.ours, "rise") / MB),
+                "a_peak_mb": round(med(result.a, "peak") / MB),
+                "jvm_peak_mb": round(med(result.ours, "jvm_peak") / MB),
+                "target_files": result.files,
+            }
+            case = f"{args.keys:,} keys, {args.update_fraction:.0%} updates ({args.updates})"
+            case += f", {result.size:,} rows"
+            run.add(case, params=params, figures=figures)
+        run.save()
         sys.stdout.flush()
         spark.stop()
     sys.stdout.flush()

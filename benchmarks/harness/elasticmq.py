@@ -25,7 +25,8 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from s3events.dev.local_endpoint import LOCAL_ENV, _die_with_parent, free_port
+from benchmarks.harness.endpoints import LOCAL_ENV, die_with_parent, free_port
+from benchmarks.harness.procs import rss_bytes
 from s3events.errors import FatalError
 
 VERSION = "1.7.1"
@@ -143,7 +144,7 @@ class ElasticMQ:
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         probe = boto3.client(
             "sqs",
@@ -171,16 +172,8 @@ class ElasticMQ:
 
     def rss_mib(self) -> float:
         """The server's resident memory (the JVM), MiB; nan when it is not running."""
-        if self._process is None:
-            return float("nan")
-        try:
-            with open(f"/proc/{self._process.pid}/status") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return float("nan")
+        held = rss_bytes(self._process.pid) if self._process else 0
+        return held / 2**20 if held else float("nan")
 
     def stop(self) -> None:
         if self._process and self._process.poll() is None:
