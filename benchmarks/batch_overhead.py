@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa
 
+from benchmarks.harness import Run, add_common, median, percentile, ratio, smoke
 from s3events.infra import delta
 from s3events.infra.aws import AwsOptions
 from s3events.infra.delta_commit import commit_files
@@ -42,6 +42,7 @@ from s3events.infra.parquet_files import WrittenFile, write_data_file
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.target_table import TARGET_SCHEMA_VERSION, TargetTable
 
+APP_ID = "s3events.ingest/bench"
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
 
@@ -77,24 +78,20 @@ def make_target(path: Path, files: int) -> None:
     delta.open_table(str(path), {}).create_checkpoint()  # type: ignore[union-attr]
 
 
-def one_batch(table: TargetTable, n: int, before_each: Callable[[], None]) -> float:
-    """The cycle's target-side steps for batch `n` (one one-row file); seconds."""
+def one_batch(table: Callable[[], TargetTable], n: int) -> float:
+    """The cycle's target-side steps for batch `n` (one one-row file), each on `table()`; seconds."""
     written = write_data_file(
         [pa.table({"id": [n], "v": ["x"]})],
-        table_uri=table.path,
+        table_uri=table().path,
         schema=SCHEMA,
         options=AwsOptions(region="us-east-1"),
     )
     assert written is not None
     started = time.perf_counter()
-    before_each()
-    stored = table.checkpoint()
-    before_each()
-    table.schema()
-    before_each()
-    table.commit_append([written], schema=SCHEMA, partition_by=(), expected=stored, end=Checkpoint(n, 0))
-    before_each()
-    table.checkpoint()
+    stored = table().checkpoint()
+    table().schema()
+    table().commit_append([written], schema=SCHEMA, partition_by=(), expected=stored, end=Checkpoint(n, 0))
+    table().checkpoint()
     return time.perf_counter() - started
 
 
@@ -104,7 +101,10 @@ def main() -> int:
         "--files", default="1000,10000,50000", help="data files in the log (default 1000,10000,50000)"
     )
     parser.add_argument("--batches", type=int, default=15, help="batches per contender (default 15)")
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, files="100,1000", batches=3)
+    run = Run.start("batch_overhead", smoke=args.smoke)
     with tempfile.TemporaryDirectory(prefix="batch-overhead-") as tmp:
         for files in (int(f) for f in args.files.split(",")):
             base = Path(tmp) / f"base-{files}"
@@ -112,23 +112,34 @@ def main() -> int:
             kept_path, fresh_path = Path(tmp) / f"kept-{files}", Path(tmp) / f"fresh-{files}"
             shutil.copytree(base, kept_path)
             shutil.copytree(base, fresh_path)
-            kept = TargetTable(str(kept_path), "s3events.ingest/bench", storage_options={})
-            fresh = TargetTable(str(fresh_path), "s3events.ingest/bench", storage_options={})
+            kept = TargetTable(str(kept_path), APP_ID, storage_options={})
+
+            def fresh(path: str = str(fresh_path)) -> TargetTable:  # a new table object opens the table
+                return TargetTable(path, APP_ID, storage_options={})
+
             times: dict[str, list[float]] = {"kept": [], "open each time": []}
             for n in range(1, args.batches + 1):
-                times["kept"].append(one_batch(kept, n, lambda: None))
-                times["open each time"].append(one_batch(fresh, n, fresh._handle.forget))
+                times["kept"].append(one_batch(lambda kept=kept: kept, n))
+                times["open each time"].append(one_batch(fresh, n))
             line = []
             for name, values in times.items():
-                p90 = statistics.quantiles(values, n=10)[-1]
-                line.append(f"{name} {statistics.median(values) * 1e3:6.1f} ms (p90 {p90 * 1e3:6.1f})")
-            ratio = statistics.median(times["open each time"]) / statistics.median(times["kept"])
+                p90 = percentile(values, 0.9)
+                line.append(f"{name} {median(values) * 1e3:6.1f} ms (p90 {p90 * 1e3:6.1f})")
+            opened = ratio(median(times["open each time"]), median(times["kept"]))
+            figures = {"kept_ms": round(median(times["kept"]) * 1e3, 1)}
+            figures |= {"open_each_time_ms": round(median(times["open each time"]) * 1e3, 1)}
+            run.add(
+                f"{files:,} data files",
+                params={"files": files, "batches": args.batches},
+                figures=figures | {"open_vs_kept_x": round(opened, 2)},
+            )
             print(
                 f"{files:>7,} files in the log: "
                 + " | ".join(line)
-                + f" | open each time / kept {ratio:.2f}x"
+                + f" | open each time / kept {opened:.2f}x"
             )
             shutil.rmtree(base)
+    run.save()
     return 0
 
 

@@ -17,13 +17,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-import statistics
+import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+
+from benchmarks.harness import Run, add_common, median, smoke
+from benchmarks.harness.timing import timed
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -66,13 +71,11 @@ def measure(root: str, n_rows: int, buckets: int, small: int, repeats: int, seed
     for _ in range(repeats):
         table = DeltaTable(path)
         batch = rows(new_ids(5, rng), buckets)
-        started = time.perf_counter()
         merger = table.merge(
             batch, predicate=predicate, source_alias="s", target_alias="t", streamed_exec=False
         )
-        merger.when_not_matched_insert_all().execute()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000, len(DeltaTable(path).file_uris())
+        times += timed(merger.when_not_matched_insert_all().execute)
+    return median(times) * 1000, len(DeltaTable(path).file_uris())
 
 
 def main() -> int:
@@ -84,7 +87,10 @@ def main() -> int:
     parser.add_argument("--small-per-bucket", default="1,4")
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--seed", type=int, default=1)
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, rows=2_000, buckets="0,4", small_per_bucket="1", repeats=2)
+    run = Run.start("bucket_layout", smoke=args.smoke)
     print("| buckets | small files per bucket | files in the table | 5-event MERGE p50 | vs unbucketed |")
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as root:
@@ -96,6 +102,14 @@ def main() -> int:
                     baseline = p50
                 ratio = f"{p50 / baseline:.2f}x" if baseline else "-"
                 print(f"| {buckets or 'none'} | {small} | {files} | {p50:.0f} ms | {ratio} |", flush=True)
+                params = {"rows": args.rows, "buckets": buckets, "small_per_bucket": small}
+                figures = {"merge_p50_ms": round(p50, 1), "files": files}
+                if baseline:
+                    figures["vs_unbucketed_x"] = round(p50 / baseline, 2)
+                run.add(
+                    f"{buckets or 'no'} buckets, {small} small files each", params=params, figures=figures
+                )
+    run.save()
     return 0
 
 

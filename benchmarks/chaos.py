@@ -32,9 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import Run, add_common, smoke
+from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.dev import provision
 from s3events.dev.fault_proxy import FaultProxy
-from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
 
 EXE = str(Path(sys.executable).with_name("s3events"))
@@ -53,7 +54,10 @@ class Process:
         with self.log.open("ab") as log:
             # A session of its own: a kill takes the whole group (ingest's JVM too), as a container's would.
             self.popen = subprocess.Popen(
-                [EXE, self.name, *self.args], stdout=subprocess.DEVNULL, stderr=log, env=self.env,
+                [EXE, self.name, *self.args],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=self.env,
                 start_new_session=True,
             )
 
@@ -93,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files-per-second", type=float, default=2.0)
     parser.add_argument("--lines", type=int, default=5)
     parser.add_argument("--drain-minutes", type=float, default=10.0)
+    add_common(parser)
     args = parser.parse_args(argv)
+    smoke(args, minutes=0.25, kill_every="6,10", files_per_second=1.0, drain_minutes=3.0)
+    run = Run.start("chaos", smoke=args.smoke)
     kill_min, kill_max = (float(x) for x in args.kill_every.split(","))
     os.environ.update(LOCAL_ENV)
     work = Path(tempfile.mkdtemp(prefix="s3events-chaos-"))
@@ -102,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
         suffix = uuid.uuid4().hex[:8]
         stack = provision.notifying_bucket(
-            options, bucket=f"landing-{suffix}", queue=f"events-{suffix}",
+            options,
+            bucket=f"landing-{suffix}",
+            queue=f"events-{suffix}",
             queue_attributes={"VisibilityTimeout": "10"},
         )
         s3 = aws.client(options, "s3")
@@ -160,8 +169,11 @@ def main(argv: list[str] | None = None) -> int:
                         chaos.choice(processes).kill()
                         kills = sum(p.kills for p in processes)
                         if kills % 10 == 0:
-                            print(f"{time.monotonic() - started:7.0f}s  kills={kills}  files="
-                                  f"{len(expected) // args.lines}  faults={len(proxy.injected)}", flush=True)
+                            print(
+                                f"{time.monotonic() - started:7.0f}s  kills={kills}  files="
+                                f"{len(expected) // args.lines}  faults={len(proxy.injected)}",
+                                flush=True,
+                            )
             finally:
                 stop_putting.set()
                 putter.join()
@@ -180,18 +192,24 @@ def main(argv: list[str] | None = None) -> int:
             drained_in = time.monotonic() - drain_started
             codes = [process.stop() for process in processes]
             landed = _lines(target, storage)
-            commits = {path.rsplit("/", 1)[-1]: _version(path, storage) + 1
-                       for path in (conf["s3events.metadata.table.path"], target)}
+            commits = {
+                path.rsplit("/", 1)[-1]: _version(path, storage) + 1
+                for path in (conf["s3events.metadata.table.path"], target)
+            }
 
     lost = sum((expected - landed).values())
     duplicated = sum(count - 1 for count in landed.values() if count > 1)
     unexpected = sum(count for key, count in landed.items() if key not in expected)
     kinds = Counter(i.kind for i in proxy.injected)
-    print(f"\nchaos: {args.minutes:g} min, fault rate {args.rate:g}, seed {args.seed}, kills every "
-          f"{kill_min:g}-{kill_max:g}s, {args.files_per_second:g} files/s of {args.lines} lines")
+    print(
+        f"\nchaos: {args.minutes:g} min, fault rate {args.rate:g}, seed {args.seed}, kills every "
+        f"{kill_min:g}-{kill_max:g}s, {args.files_per_second:g} files/s of {args.lines} lines"
+    )
     print(f"  work dir              {work}")
-    print(f"  kills survived        {sum(p.kills for p in processes)}  "
-          + "  ".join(f"{p.name} {p.kills}" for p in processes))
+    print(
+        f"  kills survived        {sum(p.kills for p in processes)}  "
+        + "  ".join(f"{p.name} {p.kills}" for p in processes)
+    )
     print("  exits on their own    " + "  ".join(f"{p.name} {p.unexpected_exits}" for p in processes))
     requests = len(proxy.injected) + proxy.forwarded
     print(f"  faults injected       {sum(kinds.values())} of {requests} requests {dict(kinds)}")
@@ -203,6 +221,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  lines duplicated      {duplicated}")
     print(f"  lines not expected    {unexpected}")
     print(f"  final SIGTERM exits   {codes}")
+    params = {
+        "minutes": args.minutes,
+        "fault_rate": args.rate,
+        "seed": args.seed,
+        "kill_every_s": args.kill_every,
+    }
+    params |= {"files_per_second": args.files_per_second, "lines": args.lines}
+    figures = {"kills": sum(p.kills for p in processes), "faults": sum(kinds.values()), "requests": requests}
+    figures |= {"lines_expected": total, "lines_lost": lost, "lines_duplicated": duplicated}
+    figures |= {"lines_unexpected": unexpected, "drained_in_s": round(drained_in)}
+    run.add(
+        f"{args.minutes:g} min, fault rate {args.rate:g}, seed {args.seed}", params=params, figures=figures
+    )
+    run.save()
     return 1 if lost or duplicated or unexpected else 0
 
 

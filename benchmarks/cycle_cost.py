@@ -86,11 +86,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from s3events import local_endpoint
+from benchmarks.harness import Measure, Run, add_common, cpu_by_process, median, smoke
+from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint, PatchedMotoServer
 from s3events.capture.service import build_capture
 from s3events.config import Settings, load_settings
 from s3events.dev import provision
-from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.infra import aws
@@ -289,29 +289,17 @@ class Cost:
     cpu: float  # CPU seconds of this process (every thread, delta-rs's too) + the moto_server process
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
 class Meter:
-    """Wall and CPU seconds. CPU time is less sensitive than wall time to other work on the machine."""
-
-    def __init__(self, moto_pid: int | None) -> None:
-        self._stat = f"/proc/{moto_pid}/stat" if moto_pid else ""
+    """Wall and CPU seconds of this process (every thread, delta-rs's too) and the moto_server."""
 
     def moto_cpu(self) -> float:
         """CPU seconds the moto_server has used so far (0.0 where /proc is missing)."""
-        try:
-            with open(self._stat) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / _TICKS  # utime stime
+        return cpu_by_process()["moto"]
 
     def measure(self, fn: Callable[[], Any]) -> tuple[Cost, Any]:
-        wall, cpu, moto = time.perf_counter(), time.process_time(), self.moto_cpu()
-        result = fn()
-        cost = Cost(time.perf_counter() - wall, time.process_time() - cpu + self.moto_cpu() - moto)
-        return cost, result
+        with Measure() as measured:
+            result = fn()
+        return Cost(measured.wall, measured.split["driver"] + measured.split["moto"]), result
 
 
 # -- the bucket ---------------------------------------------------------------------------------------------
@@ -582,11 +570,6 @@ class Point:
         return [Cost(c.wall + p.wall, c.cpu + p.cpu) for c, p in zip(self.capture, self.plan, strict=True)]
 
 
-def median(values: Iterable[float]) -> float:
-    values = list(values)
-    return statistics.median(values) if values else float("nan")
-
-
 def wall(costs: list[Cost]) -> float:
     return median(c.wall for c in costs)
 
@@ -597,15 +580,18 @@ def cpu(costs: list[Cost]) -> float:
 
 class Bench:
     def __init__(
-        self, args: argparse.Namespace, endpoint: LocalEndpoint, work: Path, dlt_python: str | None
+        self,
+        args: argparse.Namespace,
+        endpoint: LocalEndpoint | PatchedMotoServer,
+        work: Path,
+        dlt_python: str | None,
     ) -> None:
         self.args = args
         options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
         made = provision.notifying_bucket(options, bucket=BUCKET, queue=QUEUE)
         self.s3 = aws.client(options, "s3")
         self.bucket = Bucket(self.s3, endpoint.url, stock=args.stock_moto)
-        process = getattr(endpoint, "_process", None)
-        self.meter = Meter(process.pid if process is not None else None)
+        self.meter = Meter()
         self.metadata = str(work / "metadata")
         self.settings = load_settings(
             None,
@@ -821,7 +807,10 @@ def main() -> int:
     parser.add_argument(
         "--stock-moto", action="store_true", help="plain moto_server (O(n^2) listing, slow PUTs): small sizes"
     )
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, sizes="100,200", new=10, rounds=1, no_dlt=True)
+    run = Run.start("cycle_cost", smoke=args.smoke)
     args.sizes = sorted(
         int(s) for s in (args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)).split(",")
     )
@@ -831,10 +820,9 @@ def main() -> int:
     os.environ.update(LOCAL_ENV)
     dlt_python, dlt_note = find_dlt_python(args)
     progress(f"dlt: {dlt_note}" + ("" if dlt_python else " -> skipped"))
-    if not args.stock_moto:  # in this process only: LocalEndpoint starts our MOTO_BOOT instead
-        local_endpoint._moto_server_command = lambda: [sys.executable, "-c", MOTO_BOOT]
-
-    with LocalEndpoint() as endpoint, tempfile.TemporaryDirectory(prefix="cycle-cost-") as tmp:
+    # moto_server, unless --stock-moto, with the changes of MOTO_BOOT (indexed listing, fast PUTs)
+    server = LocalEndpoint() if args.stock_moto else PatchedMotoServer(MOTO_BOOT)
+    with server as endpoint, tempfile.TemporaryDirectory(prefix="cycle-cost-") as tmp:
         if not args.stock_moto:
             with urllib.request.urlopen(f"{endpoint.url}/_bench/status", timeout=10) as answer:
                 assert json.loads(answer.read())["indexed_listing"]
@@ -844,6 +832,20 @@ def main() -> int:
             points.append(bench.point(size))
         progress(f"done in {time.perf_counter() - _STARTED:.0f} s")
         report(points, args, dlt_note if dlt_python else f"skipped: {dlt_note}", dlt_python is not None)
+        for p in points:
+            figures = {"ours_s": round(wall(p.ours), 3), "ours_cpu_s": round(cpu(p.ours), 3)}
+            figures |= {"listing_s": round(wall(p.listing), 3), "listing_cpu_s": round(cpu(p.listing), 3)}
+            figures |= {"ours_vs_listing_cpu_x": round(cpu(p.listing) / cpu(p.ours), 2)}
+            if p.dlt:
+                figures |= {"dlt_s": round(wall(p.dlt), 3), "dlt_cpu_s": round(cpu(p.dlt), 3)}
+            params = {
+                "objects": p.size,
+                "new": args.new,
+                "rounds": args.rounds,
+                "stock_moto": args.stock_moto,
+            }
+            run.add(f"{p.size:,} objects, {args.new:,} new", params=params, figures=figures)
+        run.save()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip interpreter teardown (delta-rs readers can abort there)

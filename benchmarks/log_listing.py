@@ -16,13 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import tempfile
-import time
 from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+
+from benchmarks.harness import Run, add_common, median, smoke
+from benchmarks.harness.timing import timed
 
 
 def build(path: str, entries: int) -> None:
@@ -36,12 +41,7 @@ def build(path: str, entries: int) -> None:
 
 
 def median_ms(call: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+    return median(timed(call, repeat)) * 1000
 
 
 def main() -> int:
@@ -52,7 +52,10 @@ def main() -> int:
         "--entries", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 20000]
     )
     parser.add_argument("--repeat", type=int, default=30)
+    add_common(parser)
     args = parser.parse_args()
+    smoke(args, entries=[100, 500], repeat=3)
+    run = Run.start("log_listing", smoke=args.smoke)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for entries in args.entries:
@@ -75,6 +78,19 @@ def main() -> int:
             f"| {entries:,} | {opened:.1f} | {updated:.1f} | {listed:.1f} | {opened / base[1]:.2f} "
             f"| {updated / base[2]:.2f} |"
         )
+        figures = {
+            "open_ms": round(opened, 1),
+            "update_ms": round(updated, 1),
+            "listdir_ms": round(listed, 1),
+        }
+        figures |= {
+            "open_vs_first_x": round(opened / base[1], 2),
+            "update_vs_first_x": round(updated / base[2], 2),
+        }
+        run.add(
+            f"{entries:,} log entries", params={"entries": entries, "repeat": args.repeat}, figures=figures
+        )
+    run.save()
     return 0
 
 
