@@ -21,6 +21,7 @@ from s3events.setup.model import (
     QueueState,
     SetQueueAttributes,
     SetupSpec,
+    TagQueue,
     queue_name_and_account,
 )
 
@@ -75,11 +76,15 @@ def _notifications(clients: Clients, bucket: str) -> dict[str, Any] | None:
 
 
 def read_state(clients: Clients, spec: SetupSpec) -> CurrentState:
+    """The queues and the notification configuration of every configured bucket and of every bucket the
+    queue records as holding ours (a bucket dropped from the configuration still holds them)."""
+    queue = _queue(clients, url=spec.queue_url)
+    buckets = dict.fromkeys([*spec.buckets, *(queue.recorded_buckets if queue else ())])
     return CurrentState(
         region=clients.region,
-        queue=_queue(clients, url=spec.queue_url),
+        queue=queue,
         dead_letter_queue=_queue(clients, name=spec.dead_letter_queue_name),
-        notifications={bucket: _notifications(clients, bucket) for bucket in spec.buckets},
+        notifications={bucket: _notifications(clients, bucket) for bucket in buckets},
     )
 
 
@@ -110,6 +115,21 @@ def apply(clients: Clients, spec: SetupSpec, actions: tuple[Action, ...]) -> Non
                 QueueUrl=action.url,
                 Attributes=dict(action.attributes),
             )
+        elif isinstance(action, TagQueue):
+            if action.tags:
+                aws.call(
+                    f"tag queue {action.name}",
+                    clients.sqs.tag_queue,
+                    QueueUrl=action.url,
+                    Tags=dict(action.tags),
+                )
+            if action.untag:
+                aws.call(
+                    f"untag queue {action.name}",
+                    clients.sqs.untag_queue,
+                    QueueUrl=action.url,
+                    TagKeys=list(action.untag),
+                )
         elif isinstance(action, PutNotifications):
             _put_notifications(clients, action)
         elif isinstance(action, DeleteQueue):

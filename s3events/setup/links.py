@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from s3events.setup import notifications, policy
-from s3events.setup.model import CurrentState, SetupSpec, bucket_arn
+from s3events.setup.model import CurrentState, SetupSpec, bucket_arn, notification_id_prefix
 from s3events.setup.plan import arns, redrive_of
 
 
@@ -53,6 +53,29 @@ def check_links(spec: SetupSpec, state: CurrentState) -> list[Link]:
             links.append(Link(f"queue policy for bucket {bucket}", problem))
     for bucket in spec.buckets:
         links.append(_notification_link(spec, state, bucket, q_arn))
+    links += _dropped_bucket_links(spec, state)
+    return links
+
+
+def _dropped_bucket_links(spec: SetupSpec, state: CurrentState) -> list[Link]:
+    """A bucket the queue records but the configuration no longer names, still holding our entries: its
+    events go to a queue whose policy no longer lets it send (and once the queue is gone, S3 refuses every
+    notification write on that bucket, whoever makes it)."""
+    id_prefix = notification_id_prefix(spec.queue_name)
+    links = []
+    for bucket in state.recorded_buckets:
+        existing = state.notifications.get(bucket)
+        if bucket in spec.buckets or existing is None:
+            continue
+        ours = [e.id for e in notifications.entries(existing) if e.id.startswith(id_prefix)]
+        if ours:
+            links.append(
+                Link(
+                    f"notification on bucket {bucket} (not in s3events.setup.buckets)",
+                    f"{', '.join(ours)} still sends to queue {spec.queue_name}; "
+                    "run s3events setup to remove it",
+                )
+            )
     return links
 
 

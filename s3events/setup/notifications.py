@@ -105,10 +105,19 @@ def entries(configuration: Mapping[str, Any]) -> Iterator[Entry]:
             yield Entry(kind, config)
 
 
+EVENTBRIDGE = "EventBridgeConfiguration"
+
+
 def clean(configuration: Mapping[str, Any]) -> dict[str, Any]:
     """The configuration as PutBucketNotificationConfiguration takes it: no response metadata, no empty
-    lists."""
-    return {k: v for k, v in configuration.items() if k != "ResponseMetadata" and v not in (None, [], {})}
+    lists. An empty `EventBridgeConfiguration` is kept: it is how S3 says the bucket's EventBridge
+    delivery is on (an empty element, parsed as `{}`), and a configuration written without it turns that
+    delivery off for everyone."""
+    return {
+        k: v
+        for k, v in configuration.items()
+        if k != "ResponseMetadata" and v is not None and v != [] and (v != {} or k == EVENTBRIDGE)
+    }
 
 
 def _equivalent(entry: Entry, wanted: Mapping[str, Any]) -> bool:

@@ -7,12 +7,13 @@ only what setup recorded as its own. Neither does I/O: `aws_state` reads the sta
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from s3events.errors import FatalError
 from s3events.setup import notifications, policy
 from s3events.setup.model import (
+    BUCKETS_TAG,
     DEAD_LETTER_RETENTION_SECONDS,
     OWNER_TAG,
     OWNER_TAG_VALUE,
@@ -23,14 +24,18 @@ from s3events.setup.model import (
     DeleteQueue,
     Plan,
     PutNotifications,
+    QueueState,
     SetQueueAttributes,
     SetupSpec,
+    TagQueue,
     bucket_arn,
+    bucket_record,
     notification_id_prefix,
     queue_arn,
 )
 
 _OWNER_TAGS: Mapping[str, str] = {OWNER_TAG: OWNER_TAG_VALUE}
+_BUCKETS_KEY = "s3events.setup.buckets"
 
 
 def redrive_of(attributes: Mapping[str, str]) -> tuple[str, int] | None:
@@ -70,9 +75,24 @@ def wanted_notifications(spec: SetupSpec, state: CurrentState) -> list[dict[str,
     )
 
 
+def receive_count_warnings(spec: SetupSpec) -> tuple[str, ...]:
+    """A redrive after one receive leaves capture no second attempt: any failure between its receive and
+    its delete (a crash, a lost answer, a failed commit) sends the message to the dead-letter queue."""
+    if spec.max_receive_count > 1:
+        return ()
+    return (
+        f"s3events.setup.dead.letter.max.receive.count={spec.max_receive_count}: a message capture "
+        "received once but could not delete (a crash, a timeout, a failed commit) goes to the dead-letter "
+        "queue on its next receive instead of being retried; 3 or more leaves room for transient failures",
+    )
+
+
 def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
     """Actions in the order AWS needs them: the dead-letter queue before the redrive policy naming it, the
-    queue policy before the notifications (S3 checks it may send when a notification is written)."""
+    queue policy before the notifications (S3 checks it may send when a notification is written), the
+    buckets recorded on the queue before their notifications are written and forgotten only after the
+    notifications of buckets no longer configured are removed (a run stopped half-way leaves no entry of
+    ours on a bucket the record does not name)."""
     notifications.check_own_filters(spec.filters)
     actions: list[Action] = []
     unchanged: list[str] = []
@@ -96,13 +116,20 @@ def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
 
     statement = wanted_statement(spec, state)
     queue = state.queue
+    recorded = set(state.recorded_buckets)
+    dropped = sorted(recorded - set(spec.buckets))
     if queue is None:
         attributes = {
             "RedrivePolicy": json.dumps(redrive),
             "Policy": json.dumps(policy.with_ours(None, statement)),
         }
         actions.append(
-            CreateQueue(spec.queue_name, attributes, _OWNER_TAGS, f"{redrive_text}; policy: {senders}")
+            CreateQueue(
+                spec.queue_name,
+                attributes,
+                {**_OWNER_TAGS, **bucket_record(spec.buckets)},
+                f"{redrive_text}; policy: {senders}; buckets recorded in tag {BUCKETS_TAG}",
+            )
         )
     else:
         changes: dict[str, str] = {}
@@ -121,6 +148,13 @@ def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
         else:
             unchanged.append(
                 f"queue {spec.queue_name}{_made_by(queue.owned)}: {redrive_text}; policy: {senders}"
+            )
+        new = sorted(set(spec.buckets) - recorded)
+        if new:
+            actions.append(
+                _record(
+                    queue, spec.queue_name, recorded | set(spec.buckets), f"record bucket(s) {', '.join(new)}"
+                )
             )
 
     wanted_configs = wanted_notifications(spec, state)
@@ -152,30 +186,67 @@ def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
                     filter(None, [f"bucket {bucket} notifications to queue {spec.queue_name}{adopted}", kept])
                 )
             )
-    return Plan(tuple(actions), tuple(unchanged))
+
+    if dropped and queue is not None:
+        _remove_ours(state, dropped, id_prefix, actions, unchanged, why=f"no longer in {_BUCKETS_KEY}")
+        actions.append(
+            _record(queue, spec.queue_name, set(spec.buckets), f"forget bucket(s) {', '.join(dropped)}")
+        )
+    return Plan(tuple(actions), tuple(unchanged), receive_count_warnings(spec))
 
 
-def plan_teardown(spec: SetupSpec, state: CurrentState) -> Plan:
-    """Remove what setup made: its notification configurations (others kept), the queues it created
-    (tagged), and on a queue it did not create, its policy statement and a redrive to a queue it made."""
-    actions: list[Action] = []
-    unchanged: list[str] = []
-    id_prefix = notification_id_prefix(spec.queue_name)
-    for bucket in spec.buckets:
+def _record(queue: QueueState, name: str, buckets: set[str], what: str) -> TagQueue:
+    """Record exactly `buckets` on the queue: the record's tags set, its tags no longer needed removed."""
+    tags = bucket_record(buckets)
+    return TagQueue(
+        name,
+        queue.url,
+        tags,
+        tuple(key for key in queue.record_tags if key not in tags),
+        f"{what} (tag {BUCKETS_TAG}: {', '.join(sorted(buckets)) or 'none'})",
+    )
+
+
+def _remove_ours(
+    state: CurrentState,
+    buckets: Iterable[str],
+    id_prefix: str,
+    actions: list[Action],
+    unchanged: list[str],
+    *,
+    why: str = "",
+) -> None:
+    """Remove our configurations from each bucket; every other owner's entry (and EventBridge) kept."""
+    because = f" ({why})" if why else ""
+    for bucket in buckets:
         existing = state.notifications.get(bucket)
         if existing is None:
-            unchanged.append(f"bucket {bucket} does not exist")
+            unchanged.append(f"bucket {bucket}{because} does not exist")
             continue
         remaining = notifications.without_ours(existing, id_prefix=id_prefix)
         if remaining.removed:
-            summary = f"remove {', '.join(remaining.removed)}"
+            summary = f"remove {', '.join(remaining.removed)}{because}"
             if remaining.kept:
                 summary += f"; {remaining.kept} configuration(s) of other owners kept"
             actions.append(
                 PutNotifications(bucket, remaining.configuration, notifications.clean(existing), summary)
             )
         else:
-            unchanged.append(f"bucket {bucket}: no notification configuration of s3events setup")
+            unchanged.append(f"bucket {bucket}{because}: no notification configuration of s3events setup")
+
+
+def plan_teardown(spec: SetupSpec, state: CurrentState) -> Plan:
+    """Remove what setup made: its notification configurations on every bucket configured or recorded on
+    the queue (others kept), the queues it created (tagged), and on a queue it did not create, its policy
+    statement, a redrive to a queue it made and its bucket record."""
+    actions: list[Action] = []
+    unchanged: list[str] = []
+    id_prefix = notification_id_prefix(spec.queue_name)
+    _remove_ours(state, spec.buckets, id_prefix, actions, unchanged)
+    recorded_only = [b for b in state.recorded_buckets if b not in spec.buckets]
+    _remove_ours(
+        state, recorded_only, id_prefix, actions, unchanged, why=f"recorded on queue {spec.queue_name}"
+    )
 
     queue, dlq = state.queue, state.dead_letter_queue
     if queue is None:
@@ -198,7 +269,17 @@ def plan_teardown(spec: SetupSpec, state: CurrentState) -> Plan:
             actions.append(
                 SetQueueAttributes(spec.queue_name, queue.url, changes, "; ".join(what) + " (queue kept)")
             )
-        else:
+        if queue.record_tags:
+            actions.append(
+                TagQueue(
+                    spec.queue_name,
+                    queue.url,
+                    {},
+                    queue.record_tags,
+                    f"remove tag {BUCKETS_TAG} (queue kept)",
+                )
+            )
+        if not changes and not queue.record_tags:
             unchanged.append(f"queue {spec.queue_name} was not created by s3events setup: kept")
     if dlq is None:
         unchanged.append(f"dead-letter queue {spec.dead_letter_queue_name} does not exist")

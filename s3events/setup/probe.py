@@ -1,9 +1,13 @@
 """The end-to-end probe of `setup --verify`: PUT a small object under the probe prefix and wait, up to a
 deadline, for its event on the queue; then delete the object and the probe's messages.
 
-Messages that are not the probe's are never lost: they are received with a visibility timeout that
-outlasts the probe and made visible again at the end (and would come back on their own after that
-timeout if this process died). Their receive count does go up by one.
+No message that is not the probe's loses a delivery attempt. SQS counts every receive toward the redrive
+(maxReceiveCount), and a message handed back with its count raised can go to the dead-letter queue on
+capture's next receive instead of reaching capture. So verify sends no probe while the queue holds any
+message (`waiting`, from the queue's attributes), and a message that arrives while the probe waits is sent
+again as a new message (same body and message attributes, receive count 0) before the one received is
+deleted: capture receives it as usual, under a new message id. Should this process die in between, the
+received one comes back after `HOLD_SECONDS` (and capture's deduplication absorbs a copy already sent).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from s3events.events.model import EventKind
@@ -26,6 +30,17 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 PROBE_NAME = "probe-"
+HOLD_SECONDS = 120  # a received message stays invisible this long: enough to send its copy and delete it
+_COUNTS = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
+def waiting(attributes: Mapping[str, str]) -> int:
+    """Messages the queue holds: visible, in flight (received, not yet deleted) and delayed."""
+    return sum(int(attributes.get(name, "0") or 0) for name in _COUNTS)
 
 
 def probe_key(spec: SetupSpec) -> str:
@@ -34,15 +49,7 @@ def probe_key(spec: SetupSpec) -> str:
     return f"{spec.probe_prefix}{PROBE_NAME}{uuid.uuid4().hex}{suffix}"
 
 
-def probe_bucket(
-    sqs: Any,
-    s3: Any,
-    spec: SetupSpec,
-    bucket: str,
-    *,
-    held: MutableMapping[str, str],
-    clock: Clock = time.monotonic,
-) -> Link:
+def probe_bucket(sqs: Any, s3: Any, spec: SetupSpec, bucket: str, *, clock: Clock = time.monotonic) -> Link:
     name = f"probe through bucket {bucket}"
     key = probe_key(spec)
     timeout = spec.verify_timeout_seconds
@@ -50,9 +57,7 @@ def probe_bucket(
         f"write probe s3://{bucket}/{key}", s3.put_object, Bucket=bucket, Key=key, Body=b"s3events probe\n"
     )
     try:
-        arrived = _wait_for(
-            sqs, spec, bucket, key, "created", deadline=clock() + timeout, held=held, clock=clock
-        )
+        arrived = _wait_for(sqs, spec, bucket, key, "created", deadline=clock() + timeout, clock=clock)
     finally:
         aws.call(f"delete probe s3://{bucket}/{key}", s3.delete_object, Bucket=bucket, Key=key)
     if not arrived:
@@ -62,7 +67,7 @@ def probe_bucket(
             "(a running capture may have taken it: then the metadata table holds that key)",
         )
     if events_overlap(spec.events, ["s3:ObjectRemoved:Delete"]) and not _wait_for(
-        sqs, spec, bucket, key, "removed", deadline=clock() + timeout, held=held, clock=clock
+        sqs, spec, bucket, key, "removed", deadline=clock() + timeout, clock=clock
     ):
         log.warning(
             "the removal event of probe s3://%s/%s did not arrive in time; capture will record it",
@@ -87,11 +92,9 @@ def _wait_for(
     kind: EventKind,
     *,
     deadline: float,
-    held: MutableMapping[str, str],
     clock: Clock,
 ) -> bool:
     """Long-poll until the probe's event of this kind arrives or the deadline passes (no fixed sleeps)."""
-    hold = min(43200, math.ceil(spec.verify_timeout_seconds * 2) + 60)
     while (remaining := deadline - clock()) > 0:
         answer = aws.call(
             f"receive from queue {spec.queue_name}",
@@ -99,48 +102,40 @@ def _wait_for(
             QueueUrl=spec.queue_url,
             MaxNumberOfMessages=10,
             WaitTimeSeconds=min(20, max(1, math.ceil(remaining))),
-            VisibilityTimeout=hold,
+            VisibilityTimeout=HOLD_SECONDS,
+            MessageAttributeNames=["All"],
         )
         found = False
         for message in answer.get("Messages", []):
             probe, seen = _is_probe(message["Body"], spec)
             if probe:  # ours, also left-overs of an earlier run: capture must not ingest them
-                aws.call(
-                    "delete a probe message",
-                    sqs.delete_message,
-                    QueueUrl=spec.queue_url,
-                    ReceiptHandle=message["ReceiptHandle"],
-                )
                 found = found or (bucket, key, kind) in seen
             else:
-                held[message["MessageId"]] = message["ReceiptHandle"]
+                send_again(sqs, spec.queue_url, message)
+            aws.call(
+                "delete a received message",
+                sqs.delete_message,
+                QueueUrl=spec.queue_url,
+                ReceiptHandle=message["ReceiptHandle"],
+            )
         if found:
             return True
     return False
 
 
-def release(sqs: Any, queue_url: str, held: MutableMapping[str, str]) -> None:
-    """Make the messages the probe received but does not own visible again at once, for capture."""
-    handles = list(held.values())
-    for start in range(0, len(handles), 10):
-        entries = [
-            {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
-            for i, handle in enumerate(handles[start : start + 10])
-        ]
-        try:
-            answer = aws.call(
-                "release messages", sqs.change_message_visibility_batch, QueueUrl=queue_url, Entries=entries
-            )
-            failed = answer.get("Failed", [])
-        except Exception as exc:  # they come back after their visibility timeout anyway
-            log.warning(
-                "could not release %d message(s) at once (%s); they return after their timeout",
-                len(entries),
-                exc,
-            )
-            continue
-        if failed:
-            log.warning(
-                "could not release %d message(s) at once; they return after their timeout", len(failed)
-            )
-    held.clear()
+_ATTRIBUTE_FIELDS = ("DataType", "StringValue", "BinaryValue")
+
+
+def send_again(sqs: Any, queue_url: str, message: Mapping[str, Any]) -> None:
+    """Put a copy of a received message on the queue, receive count 0 (the caller deletes the original)."""
+    attributes = {
+        name: {k: v for k, v in value.items() if k in _ATTRIBUTE_FIELDS}
+        for name, value in (message.get("MessageAttributes") or {}).items()
+    }
+    aws.call(
+        f"send message {message.get('MessageId', '')} again",
+        sqs.send_message,
+        QueueUrl=queue_url,
+        MessageBody=message["Body"],
+        **({"MessageAttributes": attributes} if attributes else {}),
+    )

@@ -25,6 +25,9 @@ from s3events.setup.model import (
     QueueState,
     SetQueueAttributes,
     SetupSpec,
+    TagQueue,
+    bucket_record,
+    recorded_buckets,
 )
 from s3events.setup.plan import plan_setup, plan_teardown
 
@@ -66,6 +69,10 @@ def applied(state: CurrentState, plan: Plan) -> CurrentState:
             assert queue is not None
             attributes = {**queue.attributes, **action.attributes}
             queue = replace(queue, attributes={k: v for k, v in attributes.items() if v})
+        elif isinstance(action, TagQueue):
+            assert queue is not None
+            tags = {**queue.tags, **action.tags}
+            queue = replace(queue, tags={k: v for k, v in tags.items() if k not in action.untag})
         elif isinstance(action, PutNotifications):
             configs[action.bucket] = action.configuration
         elif isinstance(action, DeleteQueue):
@@ -96,7 +103,8 @@ def test_fresh_setup_creates_dead_letter_queue_then_queue_then_each_bucket_notif
         ("PutNotifications", "landing-b"),
     ]
     queue = plan.actions[1]
-    assert isinstance(queue, CreateQueue) and queue.tags == OWNED
+    assert isinstance(queue, CreateQueue)
+    assert queue.tags == {**OWNED, "s3events:buckets": "landing-a landing-b"}
     assert json.loads(queue.attributes["RedrivePolicy"]) == {
         "deadLetterTargetArn": DLQ_ARN,
         "maxReceiveCount": 5,
@@ -135,8 +143,97 @@ def test_existing_notifications_of_other_owners_are_kept_beside_ours() -> None:
     ids = [c["Id"] for c in put.configuration["QueueConfigurations"]]
     assert ids[0] == "theirs" and ids[1].startswith("s3events-events-")
     assert put.configuration["TopicConfigurations"] == existing["TopicConfigurations"]
+    assert put.configuration["EventBridgeConfiguration"] == {}  # S3's "EventBridge on": kept
     assert "1 configuration(s) of other owners kept" not in put.summary  # two are kept
     assert "2 configuration(s) of other owners kept" in put.summary
+
+
+def test_an_enabled_eventbridge_delivery_is_kept_by_setup_a_second_setup_and_teardown() -> None:
+    """S3 answers an enabled EventBridge delivery as an empty element, which botocore parses as {}."""
+    s = spec(buckets=("landing-a",))
+    answer = {"EventBridgeConfiguration": {}, "ResponseMetadata": {"HTTPStatusCode": 200}}
+    assert notifications.clean(answer) == {"EventBridgeConfiguration": {}}
+    state = fresh(s, landing_a=answer)
+    state = applied(state, plan_setup(s, state))
+    assert state.notifications["landing-a"]["EventBridgeConfiguration"] == {}
+    assert plan_setup(s, state).actions == ()
+    teardown = plan_teardown(s, state)
+    (put,) = [a for a in teardown.actions if isinstance(a, PutNotifications)]
+    assert put.configuration == {"EventBridgeConfiguration": {}}
+
+
+def test_a_bucket_dropped_from_the_configuration_loses_our_entries_then_leaves_the_record() -> None:
+    both = spec()
+    theirs = {
+        "TopicConfigurations": [
+            {"Id": "t", "TopicArn": "arn:aws:sns:us-east-1:1:t", "Events": ["s3:ObjectRestore:*"]}
+        ]
+    }
+    state = applied(fresh(both, landing_b=theirs), plan_setup(both, fresh(both, landing_b=theirs)))
+    assert state.recorded_buckets == ("landing-a", "landing-b")
+
+    one = spec(buckets=("landing-a",))
+    plan = plan_setup(one, state)
+    kinds = [(type(a).__name__, getattr(a, "bucket", "")) for a in plan.actions]
+    assert kinds == [("SetQueueAttributes", ""), ("PutNotifications", "landing-b"), ("TagQueue", "")]
+    put, forget = plan.actions[1], plan.actions[2]
+    assert isinstance(put, PutNotifications) and isinstance(forget, TagQueue)
+    assert put.configuration == theirs  # other owners' entries stay as they were
+    assert "no longer in s3events.setup.buckets" in put.summary
+    assert forget.tags == {"s3events:buckets": "landing-a"}
+    assert "forget bucket(s) landing-b" in forget.line()
+    after = applied(state, plan)
+    assert after.recorded_buckets == ("landing-a",)
+    assert plan_setup(one, after).actions == ()
+
+
+def test_a_new_bucket_is_recorded_on_the_queue_before_its_notification_is_written() -> None:
+    one = spec(buckets=("landing-a",))
+    state = applied(fresh(one), plan_setup(one, fresh(one)))
+    both = spec()
+    state = replace(state, notifications={**state.notifications, "landing-b": {}})
+    plan = plan_setup(both, state)
+    kinds = [type(a).__name__ for a in plan.actions]
+    assert kinds == ["SetQueueAttributes", "TagQueue", "PutNotifications"]
+    record = plan.actions[1]
+    assert isinstance(record, TagQueue) and record.tags == {"s3events:buckets": "landing-a landing-b"}
+
+
+def test_a_queue_made_before_the_record_existed_gets_its_buckets_recorded() -> None:
+    s = spec()
+    state = applied(fresh(s), plan_setup(s, fresh(s)))
+    assert state.queue is not None
+    unrecorded = replace(state, queue=replace(state.queue, tags=OWNED))
+    plan = plan_setup(s, unrecorded)
+    assert [type(a).__name__ for a in plan.actions] == ["TagQueue"]
+    assert plan_setup(s, applied(unrecorded, plan)).actions == ()
+
+
+def test_the_bucket_record_spreads_over_tags_that_each_fit_a_tag_value() -> None:
+    buckets = [f"{i:02d}-" + "b" * 60 for i in range(12)]
+    tags = bucket_record(buckets)
+    assert len(tags) > 1 and all(len(v) <= 256 for v in tags.values())
+    assert list(tags)[:2] == ["s3events:buckets", "s3events:buckets:2"]
+    assert recorded_buckets({**tags, "team": "x y"}) == tuple(sorted(buckets))
+
+
+def test_a_receive_count_of_one_is_warned_about() -> None:
+    assert plan_setup(spec(), fresh(spec())).warnings == ()
+    plan = plan_setup(spec(max_receive_count=1), fresh(spec()))
+    (warning,) = plan.warnings
+    assert "s3events.setup.dead.letter.max.receive.count=1" in warning
+    assert plan.lines()[-1].startswith("warning  s3events.setup.dead.letter.max.receive.count=1")
+
+
+def test_links_name_a_dropped_bucket_that_still_holds_our_configuration() -> None:
+    both = spec()
+    state = applied(fresh(both), plan_setup(both, fresh(both)))
+    one = spec(buckets=("landing-a",))
+    broken = [link for link in check_links(one, state) if not link.ok]
+    assert [link.name for link in broken] == [
+        "notification on bucket landing-b (not in s3events.setup.buckets)"
+    ]
+    assert "run s3events setup to remove it" in (broken[0].problem or "")
 
 
 def test_overlapping_configuration_of_another_owner_is_refused_naming_both() -> None:
@@ -380,6 +477,29 @@ def test_teardown_removes_our_configurations_and_the_queues_setup_created_only()
     assert isinstance(put, PutNotifications)
     assert put.configuration == {"QueueConfigurations": [foreign_queue_config("theirs", "other/")]}
     assert plan_teardown(s, applied(state, plan)).actions == ()
+
+
+def test_teardown_removes_our_entries_from_a_bucket_only_the_record_names() -> None:
+    both = spec()
+    state = applied(fresh(both), plan_setup(both, fresh(both)))
+    one = spec(buckets=("landing-a",))
+    plan = plan_teardown(one, state)
+    puts = [a for a in plan.actions if isinstance(a, PutNotifications)]
+    assert [p.bucket for p in puts] == ["landing-a", "landing-b"]
+    assert all(p.configuration == {} for p in puts)
+    assert "recorded on queue events" in puts[1].summary
+    assert plan_teardown(one, applied(state, plan)).actions == ()
+
+
+def test_teardown_removes_the_bucket_record_from_a_queue_it_keeps() -> None:
+    s = spec(buckets=("landing-a",))
+    state = replace(fresh(s), queue=QueueState(url="https://q/events", arn=QUEUE_ARN))
+    state = applied(state, plan_setup(s, state))
+    assert state.recorded_buckets == ("landing-a",)
+    plan = plan_teardown(s, state)
+    (untag,) = [a for a in plan.actions if isinstance(a, TagQueue)]
+    assert untag.tags == {} and untag.untag == ("s3events:buckets",)
+    assert applied(state, plan).recorded_buckets == ()
 
 
 def test_teardown_keeps_a_queue_setup_did_not_create_but_removes_its_statement_and_redrive() -> None:

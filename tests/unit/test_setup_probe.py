@@ -1,5 +1,6 @@
 """The verify probe's waiting and message handling, with fakes shaped like boto3's clients and a fake
-clock: the deadline is reached without sleeping, and no message that is not the probe's is lost."""
+clock: the deadline is reached without sleeping, and no message that is not the probe's is lost or
+handed back with its receive count raised."""
 
 from __future__ import annotations
 
@@ -42,34 +43,43 @@ class FakeClock:
 
 
 class FakeSqs:
-    """Hands out queued bodies; an empty receive takes its whole wait time on the fake clock."""
+    """Hands out queued bodies; an empty receive takes its whole wait time on the fake clock. A body sent
+    again goes back on the queue as a new message."""
 
     def __init__(self, clock: FakeClock, bodies: list[str]) -> None:
         self.clock, self.bodies = clock, list(bodies)
         self.deleted: list[str] = []
-        self.released: list[dict[str, Any]] = []
+        self.sent: list[dict[str, Any]] = []
         self.receives = 0
         self.s3_keys: list[str] = []  # keys the fake S3 was given, to send their events
 
     def receive_message(self, **kwargs: Any) -> dict[str, Any]:
         self.receives += 1
-        assert kwargs["VisibilityTimeout"] > SPEC.verify_timeout_seconds  # held past the probe
+        assert kwargs["MessageAttributeNames"] == ["All"]  # a copy carries them too
         if not self.bodies:
             self.clock.now += kwargs["WaitTimeSeconds"]
             return {}
         batch, self.bodies = self.bodies[:10], self.bodies[10:]
         return {
-            "Messages": [{"MessageId": f"m-{hash(b)}", "ReceiptHandle": f"h:{b}", "Body": b} for b in batch]
+            "Messages": [
+                {
+                    "MessageId": f"m-{hash(b)}",
+                    "ReceiptHandle": f"h:{b}",
+                    "Body": b,
+                    "MessageAttributes": {"team": {"DataType": "String", "StringValue": "x", "Md5": "?"}},
+                }
+                for b in batch
+            ]
         }
 
     def delete_message(self, *, QueueUrl: str, ReceiptHandle: str) -> None:
-        self.deleted.append(ReceiptHandle.removeprefix("h:"))
+        body = ReceiptHandle.removeprefix("h:")
+        if "_s3events_probe/" not in body:  # another's message: deleted only once its copy is sent
+            assert body in [m["MessageBody"] for m in self.sent]
+        self.deleted.append(body)
 
-    def change_message_visibility_batch(
-        self, *, QueueUrl: str, Entries: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        self.released += Entries
-        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
+    def send_message(self, **kwargs: Any) -> None:
+        self.sent.append(kwargs)
 
 
 class FakeS3:
@@ -90,32 +100,44 @@ def test_a_probe_that_never_arrives_is_reported_at_the_deadline_without_sleeping
     clock = FakeClock()
     sqs = FakeSqs(clock, ["someone else's message"])
     s3 = FakeS3(sqs, delivers=False)
-    held: dict[str, str] = {}
-    link = probe.probe_bucket(sqs, s3, SPEC, "landing", held=held, clock=clock)
+    link = probe.probe_bucket(sqs, s3, SPEC, "landing", clock=clock)
     assert not link.ok and "within 30 s" in (link.problem or "")
     assert 30 <= clock.now <= 50  # long polls up to the deadline, not one more
     assert s3.objects == set()  # the probe object is deleted even so
-    probe.release(sqs, SPEC.queue_url, held)
-    assert [e["VisibilityTimeout"] for e in sqs.released] == [0]
-    assert sqs.released[0]["ReceiptHandle"] == "h:someone else's message"
-    assert sqs.deleted == []
+    assert [m["MessageBody"] for m in sqs.sent] == ["someone else's message"]  # sent again, then
+    assert sqs.deleted == ["someone else's message"]  # the one received deleted
 
 
-def test_the_probe_event_is_deleted_other_messages_are_handed_back_and_old_probes_cleared() -> None:
+def test_other_messages_are_sent_again_with_a_fresh_receive_count_and_old_probes_cleared() -> None:
     clock = FakeClock()
     left_over = s3_event("in/_s3events_probe/probe-0123.json")
     others = [s3_event(f"in/data-{i}.json") for i in range(12)]
     sqs = FakeSqs(clock, [left_over, *others])
     s3 = FakeS3(sqs, delivers=True)
-    held: dict[str, str] = {}
-    link = probe.probe_bucket(sqs, s3, SPEC, "landing", held=held, clock=clock)
+    link = probe.probe_bucket(sqs, s3, SPEC, "landing", clock=clock)
     assert link.ok
     assert clock.now == 0  # the event was there: no waiting
-    assert len(sqs.deleted) == 2 and sqs.deleted[0] == left_over
-    assert "probe-" in sqs.deleted[1] and sqs.deleted[1] != left_over
-    probe.release(sqs, SPEC.queue_url, held)
-    assert sorted(e["ReceiptHandle"].removeprefix("h:") for e in sqs.released) == sorted(others)
-    assert held == {}
+    probes = [body for body in sqs.deleted if body not in others]
+    assert len(probes) == 2 and probes[0] == left_over and "probe-" in probes[1]
+    assert [m["MessageBody"] for m in sqs.sent] == others  # none handed back with its count raised
+    assert sorted(body for body in sqs.deleted if body in others) == sorted(others)
+    assert all(
+        m["MessageAttributes"] == {"team": {"DataType": "String", "StringValue": "x"}} for m in sqs.sent
+    )
+
+
+def test_the_queue_holds_messages_visible_in_flight_or_delayed() -> None:
+    assert probe.waiting({"ApproximateNumberOfMessages": "0", "QueueArn": "arn"}) == 0
+    assert (
+        probe.waiting(
+            {
+                "ApproximateNumberOfMessages": "2",
+                "ApproximateNumberOfMessagesNotVisible": "1",
+                "ApproximateNumberOfMessagesDelayed": "1",
+            }
+        )
+        == 4
+    )
 
 
 def test_the_probe_key_lies_under_the_probe_prefix_and_ends_with_a_configured_suffix() -> None:
