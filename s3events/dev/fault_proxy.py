@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -95,6 +95,9 @@ class FaultProxy:
     # Requests forwarded, by S3 LIST and keys those LISTs returned: what a caller's work costs the store.
     stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAT_NAMES, 0))
     journal: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=JOURNAL_SIZE))
+    # A stand-in for an answer the endpoint gives otherwise than AWS would (see eventbridge_standin): each
+    # forwarded answer's body goes through it, (method, path, request body, status, body) -> body.
+    rewrite: Callable[[str, str, bytes, int, bytes], bytes] | None = None
     _random: random.Random = field(init=False, repr=False)
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -231,6 +234,8 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 connection.request(self.command, self.path, body=body, headers=headers)
                 response = connection.getresponse()
                 payload = response.read()
+                if proxy.rewrite is not None:
+                    payload = proxy.rewrite(self.command, self.path, body, response.status, payload)
                 answer_headers = response.getheaders()
                 status, reason = response.status, response.reason
             finally:
