@@ -12,7 +12,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, Transaction, write_deltalake
 
 from s3events.errors import CheckpointError, CommitConflict
-from s3events.infra import delta
+from s3events.infra import delta, delta_stats
 from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_commit import check_transactions, commit_files, stored_transactions
 from s3events.infra.parquet_files import WrittenFile
@@ -121,6 +121,7 @@ class TargetTable:
                     rows,
                     mode="append",
                     schema_mode="merge",
+                    writer_properties=delta_stats.writer_properties(table.schema(), rows.schema),
                     commit_properties=self._commit_properties(end, max_commit_retries=0),
                     post_commithook_properties=delta.AFTER_COMMIT,
                 )
@@ -134,6 +135,7 @@ class TargetTable:
             source_alias="s",
             target_alias="t",
             merge_schema=True,
+            writer_properties=delta_stats.writer_properties(table.schema(), rows.schema),
             commit_properties=properties,
             post_commithook_properties=delta.AFTER_COMMIT,
         )
@@ -177,6 +179,7 @@ class TargetTable:
         )
         metrics = table.delete(
             predicate,
+            writer_properties=delta_stats.writer_properties(table.schema()),
             commit_properties=CommitProperties(custom_metadata={"s3events.writer": "ingest-removals"}),
             post_commithook_properties=delta.AFTER_COMMIT,
         )
@@ -329,6 +332,7 @@ class ErrorTable:
             table,
             errors,
             mode="append",
+            writer_properties=delta_stats.writer_properties(table.schema(), errors.schema),
             commit_properties=properties,
             post_commithook_properties=delta.AFTER_COMMIT,
         )

@@ -97,6 +97,7 @@ class TableReport:
     checkpoint: bool = False
     logs_kept_days: int | None = None
     vacuumed: int = 0  # files deleted (dry run: that would be)
+    restated: int = 0  # files whose lossy statistics were restated from their data (dry run: would be)
     vacuum_retention_hours: int | None = None
     elapsed_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # warnings worth a person's attention
@@ -119,13 +120,16 @@ class TableReport:
         if self.dry_run:
             return (
                 f"{self.label} (dry run): files {self.files_before} ({self.small_files_before} small), "
-                f"would compact {self.compacted_from}, checkpoint={'yes' if self.checkpoint else 'no'}, "
+                f"would compact {self.compacted_from}, "
+                f"would restate the statistics of {self.restated} files, "
+                f"checkpoint={'yes' if self.checkpoint else 'no'}, "
                 f"would vacuum {self.vacuumed} (retention {self.vacuum_retention_hours}h), "
                 f"version {self.version_before}"
             )
         return (
             f"{self.label}: files {self.files_before}->{self.files_after} "
             f"(compacted {self.compacted_from} into {self.compacted_into}), "
+            f"restated the statistics of {self.restated} files, "
             f"bytes {self.bytes_before}->{self.bytes_after}, "
             f"versions {self.version_before}->{self.version_after}, "
             f"checkpoint={'yes' if self.checkpoint else 'no'}, vacuumed={self.vacuumed} "

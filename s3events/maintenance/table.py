@@ -32,9 +32,10 @@ from deltalake.exceptions import CommitFailedError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from s3events.errors import CommitConflict
-from s3events.infra import aws, delta, delta_commit
+from s3events.infra import aws, delta, delta_commit, delta_stats
 from s3events.infra.parquet_files import partition_value
 from s3events.infra.table_info import DataFiles, data_files
+from s3events.maintenance import statistics
 from s3events.maintenance.model import (
     APP_ID,
     LEASE_SECONDS,
@@ -81,27 +82,33 @@ def maintain(
     if keep is not None:
         since = f"{keep.since:%Y-%m-%dT%H:%M:%SZ}"
         report.notes.append(f"keeping the change feed since {since} for {keep.reader}")
-    # 1. compact every partition (or the unpartitioned table) where two small files can become one
+    # 1. restate the files whose statistics could mislead a reader (see maintenance/statistics.py)
+    report.restated = (
+        len(statistics.lossy_files(opened))
+        if options.dry_run
+        else statistics.repair(table.path, storage, label=table.label)
+    )
+    # 2. compact every partition (or the unpartitioned table) where two small files can become one
     crowded = _crowded(files, options, min_small=2)
     if options.dry_run:
         report.compacted_from = crowded.small_files
     elif crowded.small_files:
         _compact_under_lease(table.path, storage, options, now=now, report=report, crowded=crowded)
     current = _open(table.path, storage)
-    # 2. checkpoint, when enough commits followed the last one
+    # 3. checkpoint, when enough commits followed the last one
     checkpointed = current.transaction_version(CHECKPOINTED_AT)
     version = int(current.version())
     report.checkpoint = checkpointed is None or version - checkpointed >= options.checkpoint_interval
     if report.checkpoint and not options.dry_run:
         current.create_checkpoint()
-    # 3. log cleanup behind the checkpoint, keeping what a lagging reader needs
+    # 4. log cleanup behind the checkpoint, keeping what a lagging reader needs
     days = log_retention_days(options.log_retention_days, now=now, keep=keep)
     report.logs_kept_days = days
     if not options.dry_run:
         _set_log_retention(table.path, storage, f"interval {days} days")
         current = _open(table.path, storage)
         current.cleanup_metadata()
-    # 4. vacuum
+    # 5. vacuum
     hours = vacuum_retention_hours(options.vacuum_retention_hours, now=now, keep=keep)
     report.vacuum_retention_hours = hours
     removed = current.vacuum(
@@ -112,10 +119,10 @@ def maintain(
         commit_properties=CommitProperties(custom_metadata=_WRITER),
     )
     report.vacuumed = len(removed)
-    # 5. record the pass (and the checkpoint's version) as app transactions
+    # 6. record the pass (the checkpoint's version, the statistics repaired) as app transactions
     if not options.dry_run:
         current = _open(table.path, storage)
-        marks = {APP_ID: int(now.timestamp())}
+        marks = {APP_ID: int(now.timestamp()), **statistics.repair_marks(current)}
         if report.checkpoint:
             marks[CHECKPOINTED_AT] = int(current.version()) + 1  # the version this commit becomes
         _record(table.path, storage, marks)
@@ -209,10 +216,12 @@ def _compact_under_lease(
     if isinstance(lease, str):
         report.notes.append(lease)
         return
+    before = statistics.files_of(_open(path, storage))
     try:
         metrics = _compact(path, storage, options, crowded.filters)
     finally:
         _release_lease(path, storage, lease)
+    statistics.restate_new(path, storage, before, label=report.label)
     report.compacted_from = int(metrics.get("numFilesRemoved", 0))
     report.compacted_into = int(metrics.get("numFilesAdded", 0))
     report.compacted_bytes = int(metrics.get("bytesRemoved", 0))
@@ -268,9 +277,11 @@ def _compact(
 ) -> dict[str, int]:
     """Bin-pack small files on a fresh snapshot, releasing the lease in the same commit; another
     writer winning the race costs a retry."""
-    metrics = _open(path, storage).optimize.compact(
+    table = _open(path, storage)
+    metrics = table.optimize.compact(
         partition_filters=filters,
         target_size=options.target_file_bytes,
+        writer_properties=delta_stats.writer_properties(table.schema()),
         commit_properties=CommitProperties(custom_metadata=_WRITER, app_transactions=[Transaction(LEASE, 0)]),
     )
     counts = {k: int(v) for k, v in metrics.items() if isinstance(v, int | float)}

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from s3events.errors import CommitConflict, FatalError
-from s3events.infra import aws, delta
+from s3events.infra import aws, delta, delta_stats
 from s3events.infra.table_info import data_files
 from s3events.metadata.table import (
     ID_BUCKET,
@@ -156,6 +156,7 @@ def _rewrite(path: str, storage: aws.StorageOptions) -> None:
             mode="overwrite",
             schema_mode="overwrite",
             partition_by=METADATA_PARTITION_BY,
+            writer_properties=delta_stats.writer_properties(METADATA_SCHEMA),
             commit_properties=CommitProperties(custom_metadata=_WRITER),
         )
 
@@ -183,6 +184,7 @@ def _bucket_stragglers(path: str, storage: aws.StorageOptions) -> int:
                         predicate=f"t.event_id = s.event_id AND t.{ID_BUCKET} IS NULL",
                         source_alias="s",
                         target_alias="t",
+                        writer_properties=delta_stats.writer_properties(table.schema()),
                         commit_properties=CommitProperties(custom_metadata=_WRITER),
                     )
                     .when_matched_update(updates={ID_BUCKET: "s.bucket"})

@@ -16,7 +16,7 @@ from deltalake.exceptions import DeltaError
 
 from s3events.errors import TransientError
 from s3events.events.record import EventRecord, QuarantineRecord, dedupe
-from s3events.infra import aws, delta
+from s3events.infra import aws, delta, delta_stats
 from s3events.metadata.known_ids import KnownIds, prefixes
 
 log = logging.getLogger(__name__)
@@ -254,6 +254,7 @@ class _IdentityTable:
                 predicate=predicate,
                 source_alias="s",
                 target_alias="t",
+                writer_properties=delta_stats.writer_properties(table.schema()),
                 commit_properties=CommitProperties(custom_metadata=dict(custom_metadata)),
                 post_commithook_properties=delta.AFTER_COMMIT,
                 streamed_exec=False,
@@ -386,6 +387,7 @@ class MetadataTable(_IdentityTable):
                     table,
                     batch.select(pa.schema(table.schema()).names),
                     mode="append",
+                    writer_properties=delta_stats.writer_properties(table.schema()),
                     commit_properties=CommitProperties(
                         custom_metadata=dict(custom_metadata), max_commit_retries=0
                     ),

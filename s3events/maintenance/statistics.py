@@ -1,0 +1,62 @@
+"""A maintenance pass's statistics step: no file of the table keeps a bound a reader could be misled by.
+
+- Repair: files written before every delta-rs write of ours was given `delta_stats.writer_properties`
+  hold lossy bounds (decimals over 15 digits as doubles, floats without their NaN, struct fields). The
+  first pass restates every such file from its data and then records `STATISTICS` on the table; later
+  passes look only for bounds on decimals over 15 digits, which no writer of ours makes any more.
+- Compaction: delta-rs writes no bounds for floats (it would leave NaN out); the files a compaction made
+  are restated from their data so that they get exact ones, when the table has such columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from s3events.infra import aws, delta, delta_stats
+from s3events.infra.file_stats import has_bounds
+from s3events.maintenance.model import APP_ID
+
+STATISTICS = f"{APP_ID}/statistics"  # app transaction: 1 once every file's statistics were repaired
+
+
+def repair_marks(table: DeltaTable) -> dict[str, int]:
+    """The app transaction a pass records once its repair has run (empty when already recorded)."""
+    return {} if table.transaction_version(STATISTICS) == 1 else {STATISTICS: 1}
+
+
+def lossy_files(table: DeltaTable) -> list[str]:
+    """The files whose statistics may mislead a reader (see the module docstring)."""
+    return delta_stats.suspect_files(table, written_by_delta_rs=table.transaction_version(STATISTICS) != 1)
+
+
+def repair(path: str, storage: aws.StorageOptions, *, label: str) -> int:
+    """Restate every lossy file; how many were."""
+    return delta_stats.restate(path, aws.resolve(storage), lossy_files, label=label)
+
+
+def files_of(table: DeltaTable) -> set[str]:
+    return set(pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist())
+
+
+def restate_new(path: str, storage: aws.StorageOptions, before: set[str], *, label: str) -> int:
+    """Restate the files added since `before` (a compaction's), when restating gives them bounds that
+    delta-rs left out."""
+    opened = delta.open_table(path, aws.resolve(storage))
+    if opened is None or not gains_bounds(pa.schema(opened.schema())):
+        return 0
+    return delta_stats.restate(path, aws.resolve(storage), _added_since(before), label=label)
+
+
+def gains_bounds(schema: pa.Schema) -> bool:
+    """Whether our statistics bound a column that delta-rs's (as we configure it) leave unbounded."""
+    return any(has_bounds(f.type) and not delta_stats.exact_in_delta_rs(f.type) for f in schema)
+
+
+def _added_since(before: set[str]) -> Callable[[DeltaTable], Sequence[str]]:
+    def choose(table: DeltaTable) -> Sequence[str]:
+        return sorted(files_of(table) - before)
+
+    return choose
