@@ -5,8 +5,8 @@ apply. Returns the exit code (0 done or intact, 1 a broken link found by --verif
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
 from s3events.config import Settings, keys
 from s3events.errors import ConfigError
@@ -94,27 +94,33 @@ def run_verify(settings: Settings, *, out: TextIO, clock: Callable[[], float] = 
     links = check_links(spec, state)
     backlog = probe.waiting(state.queue.attributes) if state.queue is not None else 0
     if state.queue is not None:
-        for bucket in spec.buckets:
-            name = f"probe through bucket {bucket}"
-            broken = [
-                link.name
-                for link in links
-                if not link.ok
-                and (link.name.endswith(f"bucket {bucket}") or link.name == f"queue {spec.queue_name}")
-            ]
-            if broken:
-                links.append(Link(name, skipped=f"{broken[0]} is broken"))
-            elif backlog:
-                links.append(Link(name, skipped=f"queue {spec.queue_name} holds {backlog} message(s)"))
-            else:
-                links.append(probe.probe_bucket(clients.sqs, clients.s3, spec, bucket, clock=clock))
+        held: dict[str, Mapping[str, Any]] = {}
+        try:
+            for bucket in spec.buckets:
+                name = f"probe through bucket {bucket}"
+                broken = [
+                    link.name
+                    for link in links
+                    if not link.ok
+                    and (link.name.endswith(f"bucket {bucket}") or link.name == f"queue {spec.queue_name}")
+                ]
+                if broken:
+                    links.append(Link(name, skipped=f"{broken[0]} is broken"))
+                elif backlog:
+                    links.append(Link(name, skipped=f"queue {spec.queue_name} holds {backlog} message(s)"))
+                else:
+                    links.append(
+                        probe.probe_bucket(clients.sqs, clients.s3, spec, bucket, held=held, clock=clock)
+                    )
+        finally:
+            probe.hand_back(clients.sqs, spec.queue_url, held)
     print(f"s3events setup --verify: queue {spec.queue_name}, buckets {', '.join(spec.buckets)}", file=out)
     for link in links:
         print(f"  {link.line()}", file=out)
     for warning in receive_count_warnings(spec):
         print(f"  warning  {warning}", file=out)
     broken_count = sum(1 for link in links if not link.ok)
-    if backlog and state.queue is not None:
+    if backlog:
         print(
             f"no probe was sent: queue {spec.queue_name} holds {backlog} message(s) (waiting, in flight or "
             "delayed), and every receive counts toward a message's redrive to the dead-letter queue "
@@ -124,7 +130,7 @@ def run_verify(settings: Settings, *, out: TextIO, clock: Callable[[], float] = 
         )
     if broken_count:
         print(f"{broken_count} link(s) broken", file=out)
-    elif backlog and state.queue is not None:
+    elif backlog:
         print("the links checked are intact (no end-to-end probe)", file=out)
     else:
         print("the notification path is intact", file=out)

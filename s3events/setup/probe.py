@@ -4,10 +4,12 @@ deadline, for its event on the queue; then delete the object and the probe's mes
 No message that is not the probe's loses a delivery attempt. SQS counts every receive toward the redrive
 (maxReceiveCount), and a message handed back with its count raised can go to the dead-letter queue on
 capture's next receive instead of reaching capture. So verify sends no probe while the queue holds any
-message (`waiting`, from the queue's attributes), and a message that arrives while the probe waits is sent
-again as a new message (same body and message attributes, receive count 0) before the one received is
-deleted: capture receives it as usual, under a new message id. Should this process die in between, the
-received one comes back after `HOLD_SECONDS` (and capture's deduplication absorbs a copy already sent).
+message (`waiting`, from the queue's attributes). A message that arrives while the probe waits is held
+(received with a visibility timeout that outlasts the probe, so it is received once), and at the end
+`hand_back` sends it again as a new message (same body and message attributes, receive count 0) before it
+deletes the one received: capture receives it as usual, under a new message id. Should this process die
+in between, the received one comes back after its visibility timeout (and capture's deduplication absorbs
+a copy already sent).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
+from s3events.errors import S3EventsError
 from s3events.events.model import EventKind
 from s3events.events.parse import parse_message
 from s3events.infra import aws
@@ -30,7 +33,6 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 PROBE_NAME = "probe-"
-HOLD_SECONDS = 120  # a received message stays invisible this long: enough to send its copy and delete it
 _COUNTS = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -49,7 +51,17 @@ def probe_key(spec: SetupSpec) -> str:
     return f"{spec.probe_prefix}{PROBE_NAME}{uuid.uuid4().hex}{suffix}"
 
 
-def probe_bucket(sqs: Any, s3: Any, spec: SetupSpec, bucket: str, *, clock: Clock = time.monotonic) -> Link:
+def probe_bucket(
+    sqs: Any,
+    s3: Any,
+    spec: SetupSpec,
+    bucket: str,
+    *,
+    held: MutableMapping[str, Mapping[str, Any]],
+    clock: Clock = time.monotonic,
+) -> Link:
+    """The probe's link; messages received that are not the probe's are added to `held` (by message id)
+    for `hand_back`."""
     name = f"probe through bucket {bucket}"
     key = probe_key(spec)
     timeout = spec.verify_timeout_seconds
@@ -57,7 +69,9 @@ def probe_bucket(sqs: Any, s3: Any, spec: SetupSpec, bucket: str, *, clock: Cloc
         f"write probe s3://{bucket}/{key}", s3.put_object, Bucket=bucket, Key=key, Body=b"s3events probe\n"
     )
     try:
-        arrived = _wait_for(sqs, spec, bucket, key, "created", deadline=clock() + timeout, clock=clock)
+        arrived = _wait_for(
+            sqs, spec, bucket, key, "created", deadline=clock() + timeout, held=held, clock=clock
+        )
     finally:
         aws.call(f"delete probe s3://{bucket}/{key}", s3.delete_object, Bucket=bucket, Key=key)
     if not arrived:
@@ -67,7 +81,7 @@ def probe_bucket(sqs: Any, s3: Any, spec: SetupSpec, bucket: str, *, clock: Cloc
             "(a running capture may have taken it: then the metadata table holds that key)",
         )
     if events_overlap(spec.events, ["s3:ObjectRemoved:Delete"]) and not _wait_for(
-        sqs, spec, bucket, key, "removed", deadline=clock() + timeout, clock=clock
+        sqs, spec, bucket, key, "removed", deadline=clock() + timeout, held=held, clock=clock
     ):
         log.warning(
             "the removal event of probe s3://%s/%s did not arrive in time; capture will record it",
@@ -92,9 +106,11 @@ def _wait_for(
     kind: EventKind,
     *,
     deadline: float,
+    held: MutableMapping[str, Mapping[str, Any]],
     clock: Clock,
 ) -> bool:
     """Long-poll until the probe's event of this kind arrives or the deadline passes (no fixed sleeps)."""
+    hold = min(43200, math.ceil(spec.verify_timeout_seconds * 2) + 60)  # past both waits of the probe
     while (remaining := deadline - clock()) > 0:
         answer = aws.call(
             f"receive from queue {spec.queue_name}",
@@ -102,22 +118,22 @@ def _wait_for(
             QueueUrl=spec.queue_url,
             MaxNumberOfMessages=10,
             WaitTimeSeconds=min(20, max(1, math.ceil(remaining))),
-            VisibilityTimeout=HOLD_SECONDS,
+            VisibilityTimeout=hold,
             MessageAttributeNames=["All"],
         )
         found = False
         for message in answer.get("Messages", []):
             probe, seen = _is_probe(message["Body"], spec)
             if probe:  # ours, also left-overs of an earlier run: capture must not ingest them
+                aws.call(
+                    "delete a probe message",
+                    sqs.delete_message,
+                    QueueUrl=spec.queue_url,
+                    ReceiptHandle=message["ReceiptHandle"],
+                )
                 found = found or (bucket, key, kind) in seen
             else:
-                send_again(sqs, spec.queue_url, message)
-            aws.call(
-                "delete a received message",
-                sqs.delete_message,
-                QueueUrl=spec.queue_url,
-                ReceiptHandle=message["ReceiptHandle"],
-            )
+                held[message["MessageId"]] = message
         if found:
             return True
     return False
@@ -126,16 +142,35 @@ def _wait_for(
 _ATTRIBUTE_FIELDS = ("DataType", "StringValue", "BinaryValue")
 
 
-def send_again(sqs: Any, queue_url: str, message: Mapping[str, Any]) -> None:
-    """Put a copy of a received message on the queue, receive count 0 (the caller deletes the original)."""
-    attributes = {
-        name: {k: v for k, v in value.items() if k in _ATTRIBUTE_FIELDS}
-        for name, value in (message.get("MessageAttributes") or {}).items()
-    }
-    aws.call(
-        f"send message {message.get('MessageId', '')} again",
-        sqs.send_message,
-        QueueUrl=queue_url,
-        MessageBody=message["Body"],
-        **({"MessageAttributes": attributes} if attributes else {}),
-    )
+def hand_back(sqs: Any, queue_url: str, held: MutableMapping[str, Mapping[str, Any]]) -> None:
+    """Put a copy of each held message on the queue (receive count 0), then delete the one received. A
+    copy that cannot be sent leaves its message to come back after its visibility timeout, its receive
+    count raised by one; a delete that fails leaves a duplicate, which capture's deduplication absorbs."""
+    for message_id in list(held):
+        message = held.pop(message_id)
+        attributes = {
+            name: {k: v for k, v in value.items() if k in _ATTRIBUTE_FIELDS}
+            for name, value in (message.get("MessageAttributes") or {}).items()
+        }
+        try:
+            aws.call(
+                f"send message {message_id} again",
+                sqs.send_message,
+                QueueUrl=queue_url,
+                MessageBody=message["Body"],
+                **({"MessageAttributes": attributes} if attributes else {}),
+            )
+        except S3EventsError as exc:
+            log.warning("could not send message %s again (%s); it returns after its timeout", message_id, exc)
+            continue
+        try:
+            aws.call(
+                f"delete message {message_id} (sent again)",
+                sqs.delete_message,
+                QueueUrl=queue_url,
+                ReceiptHandle=message["ReceiptHandle"],
+            )
+        except S3EventsError as exc:
+            log.warning(
+                "could not delete message %s after sending it again (%s): a duplicate", message_id, exc
+            )

@@ -278,7 +278,11 @@ def test_a_message_arriving_while_the_probe_waits_is_sent_again_not_handed_back(
         verify_timeout_seconds=20,
     )
 
-    link = probe.probe_bucket(sqs, s3, spec, path.buckets[0])
+    held: dict[str, Any] = {}
+    try:  # as run_verify does
+        link = probe.probe_bucket(sqs, s3, spec, path.buckets[0], held=held)
+    finally:
+        probe.hand_back(sqs, path.queue_url, held)
     assert link.ok, link.problem
 
     metadata = tmp_path / "metadata"

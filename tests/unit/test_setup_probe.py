@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import botocore.exceptions
+
 from s3events.setup import probe
 from s3events.setup.model import SetupSpec
 
@@ -43,8 +45,7 @@ class FakeClock:
 
 
 class FakeSqs:
-    """Hands out queued bodies; an empty receive takes its whole wait time on the fake clock. A body sent
-    again goes back on the queue as a new message."""
+    """Hands out queued bodies; an empty receive takes its whole wait time on the fake clock."""
 
     def __init__(self, clock: FakeClock, bodies: list[str]) -> None:
         self.clock, self.bodies = clock, list(bodies)
@@ -55,6 +56,7 @@ class FakeSqs:
 
     def receive_message(self, **kwargs: Any) -> dict[str, Any]:
         self.receives += 1
+        assert kwargs["VisibilityTimeout"] > 2 * SPEC.verify_timeout_seconds  # held past both waits
         assert kwargs["MessageAttributeNames"] == ["All"]  # a copy carries them too
         if not self.bodies:
             self.clock.now += kwargs["WaitTimeSeconds"]
@@ -100,12 +102,16 @@ def test_a_probe_that_never_arrives_is_reported_at_the_deadline_without_sleeping
     clock = FakeClock()
     sqs = FakeSqs(clock, ["someone else's message"])
     s3 = FakeS3(sqs, delivers=False)
-    link = probe.probe_bucket(sqs, s3, SPEC, "landing", clock=clock)
+    held: dict[str, Any] = {}
+    link = probe.probe_bucket(sqs, s3, SPEC, "landing", held=held, clock=clock)
     assert not link.ok and "within 30 s" in (link.problem or "")
     assert 30 <= clock.now <= 50  # long polls up to the deadline, not one more
     assert s3.objects == set()  # the probe object is deleted even so
+    assert sqs.sent == [] and sqs.deleted == []  # held, received once: not churned while the probe waits
+    probe.hand_back(sqs, SPEC.queue_url, held)
     assert [m["MessageBody"] for m in sqs.sent] == ["someone else's message"]  # sent again, then
     assert sqs.deleted == ["someone else's message"]  # the one received deleted
+    assert held == {}
 
 
 def test_other_messages_are_sent_again_with_a_fresh_receive_count_and_old_probes_cleared() -> None:
@@ -114,16 +120,33 @@ def test_other_messages_are_sent_again_with_a_fresh_receive_count_and_old_probes
     others = [s3_event(f"in/data-{i}.json") for i in range(12)]
     sqs = FakeSqs(clock, [left_over, *others])
     s3 = FakeS3(sqs, delivers=True)
-    link = probe.probe_bucket(sqs, s3, SPEC, "landing", clock=clock)
+    held: dict[str, Any] = {}
+    link = probe.probe_bucket(sqs, s3, SPEC, "landing", held=held, clock=clock)
     assert link.ok
     assert clock.now == 0  # the event was there: no waiting
-    probes = [body for body in sqs.deleted if body not in others]
-    assert len(probes) == 2 and probes[0] == left_over and "probe-" in probes[1]
+    assert len(sqs.deleted) == 2 and sqs.deleted[0] == left_over
+    assert "probe-" in sqs.deleted[1] and sqs.deleted[1] != left_over
+    probe.hand_back(sqs, SPEC.queue_url, held)
     assert [m["MessageBody"] for m in sqs.sent] == others  # none handed back with its count raised
-    assert sorted(body for body in sqs.deleted if body in others) == sorted(others)
+    assert sqs.deleted[2:] == others
     assert all(
         m["MessageAttributes"] == {"team": {"DataType": "String", "StringValue": "x"}} for m in sqs.sent
     )
+
+
+def test_a_message_that_cannot_be_sent_again_is_not_deleted() -> None:
+    clock = FakeClock()
+    sqs = FakeSqs(clock, [s3_event("in/data.json")])
+
+    def refused(**kwargs: Any) -> None:
+        raise botocore.exceptions.ClientError({"Error": {"Code": "AccessDenied"}}, "SendMessage")
+
+    sqs.send_message = refused  # type: ignore[method-assign]
+    held: dict[str, Any] = {}
+    probe.probe_bucket(sqs, FakeS3(sqs, delivers=True), SPEC, "landing", held=held, clock=clock)
+    probe.hand_back(sqs, SPEC.queue_url, held)
+    assert [body for body in sqs.deleted if "probe-" not in body] == []  # it comes back on its own
+    assert held == {}
 
 
 def test_the_queue_holds_messages_visible_in_flight_or_delayed() -> None:
