@@ -91,6 +91,18 @@ def object_events(sqs: Any, queue_url: str) -> list[tuple[str, str, str]]:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
+def add_their_topic(s3: Any, bucket: str) -> None:
+    """A notification configuration of another owner (id `their-topic`) that does not overlap ours."""
+    topic = {
+        "Id": "their-topic",
+        "TopicArn": "arn:aws:sns:us-east-1:123456789012:t",
+        "Events": ["s3:ObjectRestore:*"],
+    }
+    s3.put_bucket_notification_configuration(
+        Bucket=bucket, NotificationConfiguration={"TopicConfigurations": [topic]}
+    )
+
+
 def queue_exists(sqs: Any, name: str) -> bool:
     return any(url.endswith("/" + name) for url in sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", []))
 
@@ -335,14 +347,7 @@ def test_teardown_asks_for_yes_then_removes_exactly_what_setup_made(
 ) -> None:
     path = make_path()
     bucket = path.buckets[0]
-    topic = {
-        "Id": "their-topic",
-        "TopicArn": "arn:aws:sns:us-east-1:123456789012:t",
-        "Events": ["s3:ObjectRestore:*"],
-    }
-    s3.put_bucket_notification_configuration(
-        Bucket=bucket, NotificationConfiguration={"TopicConfigurations": [topic]}
-    )
+    add_their_topic(s3, bucket)
     assert path.run("setup").returncode == 0
 
     refused = path.run("teardown")
@@ -443,14 +448,7 @@ def test_a_bucket_removed_from_the_configuration_loses_our_notification_and_keep
 ) -> None:
     path = make_path(buckets=2)
     kept, dropped = path.buckets
-    topic = {
-        "Id": "their-topic",
-        "TopicArn": "arn:aws:sns:us-east-1:123456789012:t",
-        "Events": ["s3:ObjectRestore:*"],
-    }
-    s3.put_bucket_notification_configuration(
-        Bucket=dropped, NotificationConfiguration={"TopicConfigurations": [topic]}
-    )
+    add_their_topic(s3, dropped)
     assert path.run("setup").returncode == 0
     assert recorded(sqs, path) == f"{kept} {dropped}"
     ours = [i for i in notification_ids(s3, dropped) if i != "their-topic"]
