@@ -123,9 +123,9 @@ def run_verify(settings: Settings, *, out: TextIO, clock: Callable[[], float] = 
     if backlog:
         print(
             f"no probe was sent: queue {spec.queue_name} holds {backlog} message(s) (waiting, in flight or "
-            "delayed), and every receive counts toward a message's redrive to the dead-letter queue "
-            f"(after {spec.max_receive_count}), so verify receives only from an empty queue; the links "
-            "above were checked from their configuration. Run it again once capture has drained the queue.",
+            "delayed), and every receive counts toward a message's redrive to the dead-letter queue, so "
+            "verify receives only from an empty queue; the links above were checked from their "
+            "configuration. Run it again once capture has drained the queue.",
             file=out,
         )
     if broken_count:
