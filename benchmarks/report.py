@@ -33,12 +33,15 @@ Record = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Row:
-    """One row: a label, the case (benchmark and parameters) and the cells made from its figures."""
+    """One row: a label, the case (benchmark and parameters) and the cells made from its figures, and
+    from those of a `baseline` case of the same benchmark (its parameters, when the baseline is a case
+    of its own rather than figures of the same one)."""
 
     label: str
     benchmark: str
     params: Mapping[str, Any]
-    cells: Callable[[Mapping[str, Any]], list[str]]
+    cells: Callable[[Mapping[str, Any], Mapping[str, Any]], list[str]]
+    baseline: Mapping[str, Any] | None = None
 
 
 def latest(benchmark: str, params: Mapping[str, Any], directory: Path | None = None) -> Record | None:
@@ -70,35 +73,40 @@ def sizes(record: Record) -> str:
 # -- the cells of each benchmark's rows ---------------------------------------------------------------
 
 
-def freshness_summary(f: Mapping[str, Any]) -> list[str]:
+def freshness_summary(f: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
     return [
         f"PUT → row in target p50 {s(f['target_p50_s'])}, p99 {s(f['target_p99_s'])}",
         f"PUT → metadata p50 {s(f['metadata_p50_s'])}",
     ]
 
 
-def ingest_summary(f: Mapping[str, Any]) -> list[str]:
+def ingest_summary(f: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
     return [f"{s(f['ours_s'])}: **{x(f['ours_vs_a_x'])} A**", f"A {s(f['a_s'])}; {x(f['ours_vs_a1_x'])} A1"]
 
 
-def capture_summary(f: Mapping[str, Any]) -> list[str]:
+def capture_summary(f: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
     return [
-        f"{f['ours_cpu_ms_per_1000']} ms CPU / 1,000 messages: **{x(f['ours_vs_plain_cpu_x'])}** the loop",
+        f"{f['ours_cpu_ms_per_1000']} ms CPU / 1,000 messages: "
+        f"**{x(f['ours_vs_plain_cpu_x'])} the loop's CPU**",
         f"plain receive+delete loop {f['plain_cpu_ms_per_1000']} ms",
     ]
 
 
-def merge_summary(f: Mapping[str, Any]) -> list[str]:
+def merge_summary(f: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
     return [
         f"{s(f['ours_s'])} (**{x(f['ours_vs_a_x'])} A**), driver peak {f['driver_peak_mb']:,} MB",
         f"A {s(f['a_s'])}, peak {f['a_peak_mb']:,} MB",
     ]
 
 
-def long_run_summary(f: Mapping[str, Any]) -> list[str]:
+def long_run_summary(f: Mapping[str, Any], off: Mapping[str, Any]) -> list[str]:
     return [
-        f"capture commit p50 {f['capture_p50_ms']:.0f} ms, p99 {f['capture_p99_ms']:.0f} ms",
-        f"{f['metadata_files']:,} data files, {f['log_entries']:,} log entries",
+        f"capture commit p50 {f['capture_p50_ms']:.0f} ms, p99 {f['capture_p99_ms']:.0f} ms; "
+        f"{f['metadata_files']:,} data files",
+        f"no maintenance, 1,000 commits: p50 {off['capture_p50_ms']:.0f} ms; "
+        f"{off['metadata_files']:,} data files"
+        if off
+        else "-",
     ]
 
 
@@ -151,12 +159,14 @@ SUMMARY = [
         "long_run",
         {"variant": "local-on", "commits": 1000},
         long_run_summary,
+        baseline={"variant": "local-off", "commits": 1000},
     ),
     Row(
-        "Months of commits: 5,000, maintenance on",
+        "Months of commits: 3,000, maintenance on",
         "long_run",
-        {"variant": "local-on", "commits": 5000},
+        {"variant": "local-on", "commits": 3000},
         long_run_summary,
+        baseline={"variant": "local-off", "commits": 1000},
     ),
 ]
 
@@ -167,7 +177,9 @@ def summary_table(directory: Path | None = None) -> list[str]:
         record = latest(row.benchmark, row.params, directory)
         if record is None:
             continue
-        lines.append(f"| {row.label} | {' | '.join(row.cells(record['figures']))} | {command(record)} |")
+        base = latest(row.benchmark, row.baseline, directory) if row.baseline else None
+        cells = row.cells(record["figures"], base["figures"] if base else {})
+        lines.append(f"| {row.label} | {' | '.join(cells)} | {command(record)} |")
     return lines
 
 
@@ -209,6 +221,7 @@ def ingest_cells(r: Record) -> list[str]:
         x(f["ours_vs_a1_x"]),
         x(f["ours_vs_b_x"]) if "ours_vs_b_x" in f else "-",
         f"{f['ours_cpu_s']:.2f} s ({split})",
+        x(f["a_cpu_s"] / f["ours_cpu_s"]),
         command(r),
     ]
 
@@ -336,6 +349,7 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
                 "ours / A1",
                 "ours / B",
                 "ours' CPU (by process)",
+                "CPU: ours / A",
                 "command",
             ],
             ingest_cells,
@@ -343,7 +357,7 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
         ),
         "capture": detail(
             "capture_throughput",
-            ["case", "capture", "baselines", "capture / plain / held", "command"],
+            ["case", "capture", "baselines", "CPU: capture / plain, / held", "command"],
             capture_cells,
             d,
         ),

@@ -25,7 +25,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from benchmarks.harness.endpoints import LOCAL_ENV, die_with_parent, free_port
+from benchmarks.harness.endpoints import LOCAL_ENV, die_with_parent, free_port, stop_process
 from benchmarks.harness.procs import rss_bytes
 from s3events.errors import FatalError
 
@@ -176,13 +176,7 @@ class ElasticMQ:
         return held / 2**20 if held else float("nan")
 
     def stop(self) -> None:
-        if self._process and self._process.poll() is None:
-            self._process.terminate()  # the JVM's shutdown hook stops the server
-            try:
-                self._process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        stop_process(self._process)  # the JVM's shutdown hook stops the server
         self._process = None
         if self._config_dir is not None:
             self._config_dir.cleanup()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint, free_port
 
-__all__ = ["LOCAL_ENV", "LocalEndpoint", "PatchedMotoServer", "die_with_parent", "free_port"]
+__all__ = ["LOCAL_ENV", "LocalEndpoint", "PatchedMotoServer", "die_with_parent", "free_port", "stop_process"]
 
 _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
 _PR_SET_PDEATHSIG = 1
@@ -28,6 +28,17 @@ def die_with_parent() -> None:
     fork and exec in a process with threads; elsewhere a no-op."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
+def stop_process(process: subprocess.Popen[bytes] | None, *, timeout: float = 20.0) -> None:
+    """SIGTERM a server child (a JVM runs its shutdown hook), SIGKILL it after `timeout` seconds."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @dataclass
@@ -69,13 +80,7 @@ class PatchedMotoServer:
         raise RuntimeError(f"moto_server did not answer on {self.url} within {timeout:.0f}s")
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        stop_process(self._process, timeout=10)
         self._process = None
 
     def __enter__(self) -> PatchedMotoServer:
