@@ -54,3 +54,25 @@ def test_a_new_record_makes_its_table_stale_until_written(tmp_path: Path) -> Non
     with (results / "capture_throughput.jsonl").open("a") as f:
         f.write(json.dumps(smoke) + "\n")
     assert report.render(written, report.tables(results)) == written, "smoke runs are not results"
+
+
+def test_benchmarks_use_only_public_names_of_the_package() -> None:
+    """Benchmarks import no underscore name of s3events and read no underscore attribute of anything
+    but themselves (`self`), so a refactoring of the package's private code cannot break them silently."""
+    import ast
+
+    offences = []
+    for path in sorted((report.ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("s3events"):
+                parts = (node.module or "").split(".") + [a.name for a in node.names]
+                offences += [f"{path.name}:{node.lineno}: {p}" for p in parts if p.startswith("_")]
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                and ast.unparse(node) != "os._exit"
+            ):
+                offences.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert offences == []
