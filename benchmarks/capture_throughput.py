@@ -66,6 +66,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import notifications
 from benchmarks.harness import MemorySampler, Run, add_common, median, rss_bytes, smoke
+from benchmarks.harness.baselines import sqs_drain
 from benchmarks.harness.elasticmq import ElasticMQ
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.capture.service import build_capture
@@ -100,43 +102,6 @@ def fill(sqs: Any, queue_url: str, count: int, round_no: int) -> None:
         sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
 
 
-def drain_baseline(sqs: Any, queue_url: str) -> tuple[int, float]:
-    started, done = time.perf_counter(), 0
-    while True:
-        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
-        if not messages:
-            return done, time.perf_counter() - started
-        sqs.delete_message_batch(
-            QueueUrl=queue_url,
-            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
-        )
-        done += len(messages)
-
-
-def drain_held(sqs: Any, queue_url: str, batch: int) -> tuple[int, float]:
-    """Receive until `batch` messages are in hand (or the queue is empty), then delete them all."""
-    started, done = time.perf_counter(), 0
-    while True:
-        held: list[dict[str, Any]] = []
-        while len(held) < batch:
-            wanted = min(10, batch - len(held))
-            got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=wanted).get("Messages", [])
-            if not got:
-                break
-            held.extend(got)
-        if not held:
-            return done, time.perf_counter() - started
-        for start in range(0, len(held), 10):
-            sqs.delete_message_batch(
-                QueueUrl=queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                    for i, m in enumerate(held[start : start + 10])
-                ],
-            )
-        done += len(held)
-
-
 def drain_capture(capture: Any, on_cycle: Any = None) -> tuple[int, float]:
     """Capture cycles until one receives nothing; `on_cycle(result, seconds)` after each that did."""
     started, done = time.perf_counter(), 0
@@ -152,10 +117,10 @@ def drain_capture(capture: Any, on_cycle: Any = None) -> tuple[int, float]:
     return done, time.perf_counter() - started
 
 
-def cpu_ms_per_1000(drain: Any, *args: Any) -> tuple[int, float, float]:
+def cpu_ms_per_1000(drain: Callable[[], tuple[int, float]]) -> tuple[int, float, float]:
     """(messages, seconds, client CPU ms per 1,000 messages) of one drain."""
     cpu = time.process_time()
-    n, seconds = drain(*args)
+    n, seconds = drain()
     return n, seconds, (time.process_time() - cpu) * 1000 / max(n, 1) * 1000
 
 
@@ -310,15 +275,15 @@ def main() -> int:
         cpu: dict[str, list[float]] = {"plain": [], "held": [], "ours": []}
         for r in range(args.rounds):
             fill(sqs, base_q, args.messages, r)
-            n, seconds, ms = cpu_ms_per_1000(drain_baseline, sqs, base_q)
+            n, seconds, ms = cpu_ms_per_1000(lambda: sqs_drain(sqs, base_q))
             rates["plain"].append(n / seconds)
             cpu["plain"].append(ms)
             fill(sqs, held_q, args.messages, r)
-            n, seconds, ms = cpu_ms_per_1000(drain_held, sqs, held_q, args.batch)
+            n, seconds, ms = cpu_ms_per_1000(lambda: sqs_drain(sqs, held_q, hold=args.batch))
             rates["held"].append(n / seconds)
             cpu["held"].append(ms)
             fill(sqs, ours_q, args.messages, r)
-            n, seconds, ms = cpu_ms_per_1000(drain_capture, capture, between)
+            n, seconds, ms = cpu_ms_per_1000(lambda: drain_capture(capture, between))
             assert n == args.messages, f"round {r}: captured {n} of {args.messages}"
             rates["ours"].append(n / seconds)
             cpu["ours"].append(ms)

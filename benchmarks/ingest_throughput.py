@@ -84,12 +84,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from benchmarks.harness import Measure, Run, add_common, load_average, median, ratio, smoke
+from benchmarks.harness.baselines import READERS, pyarrow_to_delta, read_with_pyarrow, spark_to_parquet
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.config import Settings, load_settings
 from s3events.events.model import ObjectEvent
@@ -100,7 +99,6 @@ from s3events.metadata.table import MetadataTable
 BUCKET = "bench-ingest"
 TARGET = "bench"
 FORMATS = ("json", "csv", "text", "parquet")
-READERS = {"json": "pyarrow.json", "csv": "pyarrow.csv", "text": "split lines", "parquet": "pyarrow.parquet"}
 
 
 def labels_for(fmt: str, mode: str = "append") -> dict[str, str]:
@@ -256,18 +254,6 @@ def run_ours(settings: Settings, spark: Any, expected_rows: int) -> Measure:
     return measured
 
 
-def read_with_pyarrow(fmt: str, body: bytes, threads: bool = True) -> pa.Table:
-    """pyarrow's reader of `fmt`; its JSON, CSV and Parquet readers use every core unless `threads` is
-    false (A1)."""
-    if fmt == "json":
-        return pajson.read_json(io.BytesIO(body), read_options=pajson.ReadOptions(use_threads=threads))
-    if fmt == "csv":
-        return pacsv.read_csv(io.BytesIO(body), read_options=pacsv.ReadOptions(use_threads=threads))
-    if fmt == "text":
-        return pa.table({"value": pa.array(body.decode("utf-8").splitlines(), pa.string())})
-    return pq.read_table(io.BytesIO(body), use_threads=threads)
-
-
 def run_baseline_a(
     s3: Any,
     objects: list[tuple[str, str, int]],
@@ -278,22 +264,19 @@ def run_baseline_a(
     threads: bool = True,
     seeded: bool = False,
 ) -> Measure:
-    """A into `target`, a fresh path or (`seeded`) a copy of the seed table."""
-    from deltalake import DeltaTable, write_deltalake
-
+    """A (A1 without `threads`) into `target`, a fresh path or (`seeded`) a copy of the seed table."""
+    keys = [key for key, _etag, _size in objects]
     with Measure() as measured:
-        tables = []
-        for key, _etag, _size in objects:
-            body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-            tables.append(read_with_pyarrow(fmt, body, threads))
-        table = pa.concat_tables(tables, promote_options="default")
-        if mode == "merge":  # an empty table of the data's schema, then one MERGE by id
-            if not seeded:
-                write_deltalake(target, table.schema.empty_table())
-            merge = DeltaTable(target).merge(table, "t.id = s.id", source_alias="s", target_alias="t")
-            merge.when_matched_update_all().when_not_matched_insert_all().execute()
-        else:
-            write_deltalake(target, table, mode="append")
+        table = pyarrow_to_delta(
+            s3,
+            BUCKET,
+            keys,
+            target,
+            fmt=fmt,
+            merge_key="id" if mode == "merge" else None,
+            threads=threads,
+            create=not seeded,
+        )
     if table.num_rows != expected_rows:
         raise SystemExit(f"baseline A: {table.num_rows} rows of {expected_rows}")
     return measured
@@ -304,9 +287,8 @@ def run_baseline_b(
 ) -> Measure:
     import pyarrow.dataset as ds
 
-    reader = spark.read.options(header=True, inferSchema=True) if fmt == "csv" else spark.read
     with Measure() as measured:
-        getattr(reader, fmt)(str(local_dir)).write.parquet(target)
+        spark_to_parquet(spark, fmt, local_dir, target)
     written = ds.dataset(target, format="parquet").count_rows()
     if written != expected_rows:
         raise SystemExit(f"baseline B: {written} rows of {expected_rows}")

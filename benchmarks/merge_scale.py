@@ -78,6 +78,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.harness import MemorySampler, Run, add_common, median, rss_bytes, smoke
+from benchmarks.harness.baselines import delta_merge
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from benchmarks.harness.procs import descendant, malloc_trim, reset_peak
 from benchmarks.ingest_throughput import BUCKET, TARGET, ingest_settings, write_metadata
@@ -232,21 +233,13 @@ def run_ours(settings: Any, spark: Any, sampler: MemorySampler, expected_rows: i
 
 def baseline_a(table_path: str, rows_path: str) -> tuple[float, int, int, dict[str, Any]]:
     """In a spawned child: plain DeltaTable.merge of the rows; (wall, VmHWM, RSS before, metrics)."""
-    from deltalake import DeltaTable
-
     with pa.memory_map(rows_path) as source:
         rows = pa.ipc.open_file(source).read_all()
-    table = DeltaTable(table_path)
     before = rss_bytes()
     started = time.perf_counter()
-    metrics = (
-        table.merge(rows, predicate="t.`id` = s.`id`", source_alias="s", target_alias="t")
-        .when_matched_update_all(predicate="s.`seq` >= t.`seq`")
-        .when_not_matched_insert_all()
-        .execute()
-    )
+    metrics = delta_merge(table_path, rows, "id", newer="seq")
     wall = time.perf_counter() - started
-    return wall, rss_bytes(field_name="VmHWM"), before, dict(metrics)
+    return wall, rss_bytes(field_name="VmHWM"), before, metrics
 
 
 def run_a(table_path: Path, rows_path: Path) -> tuple[Contender, dict[str, Any]]:
