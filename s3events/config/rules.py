@@ -1,17 +1,30 @@
-"""Cross-key rules: constraints that involve more than one key, checked by `Settings.validate_for`."""
+"""What one command needs of the configuration (`validate_for`): its required keys, and the cross-key
+rules, constraints that involve more than one key. Rules read values through `Values`, the part of
+`Settings` they use, so this module and `settings` do not import each other."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from s3events.config import keys
+from s3events.config.registry import Key, is_missing
 from s3events.errors import ConfigError
 
-if TYPE_CHECKING:
-    from s3events.config.settings import Settings
+T = TypeVar("T")
+
+
+class Values(Protocol):
+    """What rules read of `Settings`."""
+
+    @property
+    def targets(self) -> tuple[str, ...]: ...
+
+    def get(self, key: Key[T]) -> T: ...
+
+    def get_for(self, target: str, key: Key[T]) -> T: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,10 +33,10 @@ class Rule:
 
     name: str
     commands: frozenset[str]
-    check: Callable[[Settings], None]
+    check: Callable[[Values], None]
 
 
-def _merge_needs_record_key(settings: Settings) -> None:
+def _merge_needs_record_key(settings: Values) -> None:
     for target in settings.targets:
         mode = settings.get_for(target, keys.TARGET_MODE)
         if mode == "merge" and not settings.get_for(target, keys.TARGET_RECORD_KEY):
@@ -35,7 +48,7 @@ def _merge_needs_record_key(settings: Settings) -> None:
             )
 
 
-def _backfill_interval_needs_sources(settings: Settings) -> None:
+def _backfill_interval_needs_sources(settings: Values) -> None:
     if settings.get(keys.BACKFILL_INTERVAL_SECONDS) > 0 and not settings.get(keys.BACKFILL_SOURCES):
         raise ConfigError(
             keys.BACKFILL_SOURCES.name,
@@ -44,7 +57,7 @@ def _backfill_interval_needs_sources(settings: Settings) -> None:
         )
 
 
-def _table_paths(settings: Settings) -> Iterator[tuple[str, str]]:
+def _table_paths(settings: Values) -> Iterator[tuple[str, str]]:
     """(concrete key name, path) of every Delta table the settings name."""
     for key in (keys.METADATA_TABLE_PATH, keys.QUARANTINE_TABLE_PATH):
         value = settings.get(key)
@@ -61,7 +74,7 @@ def _comparable(path: str) -> str:
     return path if path.startswith("s3://") else os.path.abspath(path)
 
 
-def _distinct_table_paths(settings: Settings) -> None:
+def _distinct_table_paths(settings: Values) -> None:
     seen: list[tuple[str, str, str]] = []
     for name, path in _table_paths(settings):
         here = _comparable(path)
@@ -85,3 +98,34 @@ RULES: tuple[Rule, ...] = (
     Rule("backfill interval needs sources", frozenset({"capture"}), _backfill_interval_needs_sources),
 )
 """Every cross-key rule and the commands it applies to."""
+
+
+def validate_for(settings: Values, command: str) -> None:
+    """Check everything `command` needs: every key whose `required_for` names it (per-target keys for
+    every declared target) and the cross-key rules that apply to it. Raises ConfigError."""
+    if command not in keys.COMMANDS:
+        raise ValueError(f"unknown command {command!r}; known: {', '.join(keys.COMMANDS)}")
+    for key in keys.REGISTRY.plain:
+        if command in key.required_for and is_missing(settings.get(key)):
+            missing(key, None, command)
+    for key in keys.REGISTRY.templated:
+        if command not in key.required_for:
+            continue
+        for target in settings.targets:
+            if is_missing(settings.get_for(target, key)):
+                missing(key, target, command)
+    for rule in RULES:
+        if command in rule.commands:
+            rule.check(settings)
+
+
+def missing(key: Key[Any], target: str | None, command: str | None) -> NoReturn:
+    """ConfigError: `key` (of `target`) has no value, and `command` (or the commands it is required
+    for) needs one."""
+    needed = f"`s3events {command}`" if command else ", ".join(sorted(key.required_for)) or "this step"
+    name = key.concrete(target)
+    raise ConfigError(
+        name,
+        f"missing required key {name} (needed by {needed}): {key.doc} "
+        f"Set it in the properties file or pass --conf {name}=VALUE.",
+    )

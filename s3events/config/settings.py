@@ -75,7 +75,7 @@ class Settings:
         """The value of a plain key that must be set; ConfigError "missing required key" otherwise."""
         value = self.get(key)
         if is_missing(value):
-            self._missing(key, None, None)
+            rules.missing(key, None, None)
         assert value is not None
         return value
 
@@ -83,29 +83,15 @@ class Settings:
         """`require` for a per-target key."""
         value = self.get_for(target, key)
         if is_missing(value):
-            self._missing(key, target, None)
+            rules.missing(key, target, None)
         assert value is not None
         return value
 
     # ------------------------------------------------------------------------------------ validating
 
     def validate_for(self, command: str) -> None:
-        """Check everything `command` needs: every key whose `required_for` names it (per-target keys for
-        every declared target) and the cross-key rules that apply to it. Raises ConfigError."""
-        if command not in keys.COMMANDS:
-            raise ValueError(f"unknown command {command!r}; known: {', '.join(keys.COMMANDS)}")
-        for key in keys.REGISTRY.plain:
-            if command in key.required_for and is_missing(self.get(key)):
-                self._missing(key, None, command)
-        for key in keys.REGISTRY.templated:
-            if command not in key.required_for:
-                continue
-            for target in self.targets:
-                if is_missing(self.get_for(target, key)):
-                    self._missing(key, target, command)
-        for rule in rules.RULES:
-            if command in rule.commands:
-                rule.check(self)
+        """Check everything `command` needs (`rules.validate_for`). Raises ConfigError."""
+        rules.validate_for(self, command)
 
     # ------------------------------------------------------------------------------------- reporting
 
@@ -149,12 +135,3 @@ class Settings:
                 key.concrete(target),
                 f"{target!r} is not declared in {keys.INGEST_TARGETS.name} (declared: {declared})",
             )
-
-    def _missing(self, key: Key[Any], target: str | None, command: str | None) -> NoReturn:
-        needed = f"`s3events {command}`" if command else ", ".join(sorted(key.required_for)) or "this step"
-        name = key.concrete(target)
-        raise ConfigError(
-            name,
-            f"missing required key {name} (needed by {needed}): {key.doc} "
-            f"Set it in the properties file or pass --conf {name}=VALUE.",
-        )
