@@ -76,7 +76,7 @@ def sizes(record: Record) -> str:
 def freshness_summary(f: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
     return [
         f"PUT → row in target p50 {s(f['target_p50_s'])}, p99 {s(f['target_p99_s'])}",
-        f"PUT → metadata p50 {s(f['metadata_p50_s'])}",
+        f"of which capture: PUT → metadata p50 {s(f['metadata_p50_s'])}",
     ]
 
 
@@ -172,7 +172,7 @@ SUMMARY = [
 
 
 def summary_table(directory: Path | None = None) -> list[str]:
-    lines = ["| measure | result | baseline, same run | command |", "|---|---|---|---|"]
+    lines = ["| measure | result | baseline (or breakdown), same run | command |", "|---|---|---|---|"]
     for row in SUMMARY:
         record = latest(row.benchmark, row.params, directory)
         if record is None:
@@ -220,6 +220,7 @@ def ingest_cells(r: Record) -> list[str]:
         x(f["ours_vs_a_x"]),
         x(f["ours_vs_a1_x"]),
         x(f["ours_vs_b_x"]) if "ours_vs_b_x" in f else "-",
+        x(f["ours_vs_lines_x"]) if "ours_vs_lines_x" in f else "-",
         f"{f['ours_cpu_s']:.2f} s ({split})",
         x(f["a_cpu_s"] / f["ours_cpu_s"]),
         command(r),
@@ -348,6 +349,7 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
                 "ours / A",
                 "ours / A1",
                 "ours / B",
+                "ours / line path",
                 "ours' CPU (by process)",
                 "CPU: ours / A",
                 "command",
