@@ -20,6 +20,7 @@ snapshot its files were read from (no rebase), and planned again on a fresh snap
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -80,25 +81,23 @@ def arrow_schema(table: DeltaTable) -> pa.Schema:
     return pa.schema(table.schema())
 
 
-def suspect_files(table: DeltaTable, *, written_by_delta_rs: bool = True) -> list[str]:
-    """Paths of the files whose statistics may hold a lossy bound: any bound on a decimal column of more
-    than 15 digits (no writer of ours makes one), and, with `written_by_delta_rs`, any bound a delta-rs
-    file holds on a column delta-rs does not bound exactly (written before `writer_properties`)."""
-    schema = arrow_schema(table)
+def suspect_files(table: DeltaTable, stats: Mapping[str, str | None]) -> list[str]:
+    """Paths of the files whose statistics (`stats`: log path -> the log's JSON, `delta_log.live_stats`)
+    may hold a lossy bound: any bound on a decimal of more than 15 digits (no writer of ours makes one
+    now), and any bound a delta-rs file holds on a column delta-rs does not bound exactly (written
+    before `writer_properties`)."""
     partitions = set(table.metadata().partition_columns)
-    adds = pa.table(table.get_add_actions(flatten=True))
-    suspect: set[str] = set()
-    for f in schema:
-        if f.name in partitions:
-            continue
-        lossy_anywhere = _has_wide_decimal(f.type)
-        if not (lossy_anywhere or (written_by_delta_rs and not exact_in_delta_rs(f.type))):
-            continue
-        for name in adds.column_names:
-            if not (name.startswith((f"min.{f.name}", f"max.{f.name}")) and _names_column(name, f.name)):
-                continue
-            bounded = adds.filter(adds[name].is_valid())["path"].to_pylist()
-            suspect.update(p for p in bounded if lossy_anywhere or not _OURS.search(p))
+    columns = [f for f in arrow_schema(table) if f.name not in partitions]
+    suspect = []
+    for path, text in stats.items():
+        parsed = json.loads(text) if text else {}
+        bounded = set(parsed.get("minValues") or {}) | set(parsed.get("maxValues") or {})
+        ours = _OURS.search(unquote(path)) is not None
+        if any(
+            f.name in bounded and (_has_wide_decimal(f.type) or not (ours or exact_in_delta_rs(f.type)))
+            for f in columns
+        ):
+            suspect.append(path)
     return sorted(suspect)
 
 

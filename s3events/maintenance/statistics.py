@@ -2,8 +2,9 @@
 
 - Repair: files written before every delta-rs write of ours was given `delta_stats.writer_properties`
   hold lossy bounds (decimals over 15 digits as doubles, floats without their NaN, struct fields). The
-  first pass restates every such file from its data and then records `STATISTICS` on the table; later
-  passes look only for bounds on decimals over 15 digits, which no writer of ours makes any more.
+  first pass reads the log's statistics (`delta_log`), restates every such file from its data and then
+  records `STATISTICS` on the table; later passes have nothing to look for, since no writer of ours
+  makes such a bound any more (every process must run this release or later by then).
 - Compaction: delta-rs writes no bounds for floats (it would leave NaN out); the files a compaction made
   are restated from their data so that they get exact ones, when the table has such columns.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from s3events.infra import aws, delta, delta_stats
+from s3events.infra import aws, delta, delta_log, delta_stats
 from s3events.infra.file_stats import has_bounds
 from s3events.maintenance.model import APP_ID
 
@@ -24,17 +25,29 @@ STATISTICS = f"{APP_ID}/statistics"  # app transaction: 1 once every file's stat
 
 def repair_marks(table: DeltaTable) -> dict[str, int]:
     """The app transaction a pass records once its repair has run (empty when already recorded)."""
-    return {} if table.transaction_version(STATISTICS) == 1 else {STATISTICS: 1}
+    return {} if _repaired(table) else {STATISTICS: 1}
 
 
-def lossy_files(table: DeltaTable) -> list[str]:
-    """The files whose statistics may mislead a reader (see the module docstring)."""
-    return delta_stats.suspect_files(table, written_by_delta_rs=table.transaction_version(STATISTICS) != 1)
+def lossy_files(path: str, storage: aws.StorageOptions) -> Callable[[DeltaTable], Sequence[str]]:
+    """What to restate in a snapshot of the table at `path`: its files whose statistics may mislead a
+    reader, until its repair is recorded (nothing after)."""
+
+    def choose(table: DeltaTable) -> Sequence[str]:
+        if _repaired(table):
+            return []
+        stats = delta_log.live_stats(path, aws.resolve(storage), int(table.version()))
+        return delta_stats.suspect_files(table, stats)
+
+    return choose
 
 
 def repair(path: str, storage: aws.StorageOptions, *, label: str) -> int:
     """Restate every lossy file; how many were."""
-    return delta_stats.restate(path, aws.resolve(storage), lossy_files, label=label)
+    return delta_stats.restate(path, aws.resolve(storage), lossy_files(path, storage), label=label)
+
+
+def _repaired(table: DeltaTable) -> bool:
+    return table.transaction_version(STATISTICS) == 1
 
 
 def files_of(table: DeltaTable) -> set[str]:

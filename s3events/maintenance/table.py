@@ -84,7 +84,7 @@ def maintain(
         report.notes.append(f"keeping the change feed since {since} for {keep.reader}")
     # 1. restate the files whose statistics could mislead a reader (see maintenance/statistics.py)
     report.restated = (
-        len(statistics.lossy_files(opened))
+        len(statistics.lossy_files(table.path, storage)(opened))
         if options.dry_run
         else statistics.repair(table.path, storage, label=table.label)
     )
