@@ -1,7 +1,7 @@
 """A target partitioned by values that need percent-encoding (a space): delta-rs 1.6's `load_cdf` cannot
 read its change feed (it looks for the file under `%2520`), delta-spark reads it whole. The first
-assertion records the upstream limit documented in docs/design/statistics.md: when a delta-rs release fixes it,
-this test fails, and the documented limit goes."""
+assertion records the upstream limit documented in docs/design/statistics.md: when a delta-rs release
+fixes it, this test fails, and the documented limit goes."""
 
 from __future__ import annotations
 
