@@ -10,7 +10,7 @@ import botocore.credentials
 import pytest
 
 from s3events.errors import CredentialsRejected
-from s3events.infra import aws
+from s3events.infra import aws, aws_credentials
 from s3events.runloop import StopFlag, run_loop
 
 REJECTION = "reading s3://b/in/1.json: the access key is not valid (InvalidAccessKeyId: no such key.)"
@@ -43,7 +43,7 @@ def test_an_executor_judges_a_rejection_by_its_own_chain_and_the_driver_reads_th
     chain = aws.CredentialChain(lambda: _Static("AKIA1"))
     chain.current()
     chain._resolve = lambda: _Static(key_after)  # what the chain yields when resolved again
-    monkeypatch.setattr(aws, "credential_chain", lambda: chain)
+    monkeypatch.setattr(aws_credentials, "credential_chain", lambda: chain)
 
     judged = aws.judged_on_executor(CredentialsRejected(REJECTION))
 

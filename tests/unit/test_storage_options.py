@@ -14,7 +14,7 @@ import botocore.exceptions
 import pytest
 
 from s3events.errors import CredentialsRejected
-from s3events.infra import aws
+from s3events.infra import aws, aws_credentials
 from s3events.infra.aws import AwsOptions, CredentialChain, FreshStorageOptions, resolve
 
 
@@ -102,12 +102,12 @@ def test_renewal_after_a_rejection_logs_one_line_without_key_material(
     )
 
     assert aws.renew_credentials(rejection, chain=chain) is False
-    ours = [r for r in caplog.records if r.name == aws.__name__]
+    ours = [r for r in caplog.records if r.name == aws_credentials.__name__]
     assert ours == []  # the same credentials: the caller's fatal error says it
     write_profile(profile, "second")
     assert aws.renew_credentials(rejection, chain=chain) is True
 
-    [record] = [r for r in caplog.records if r.name == aws.__name__]
+    [record] = [r for r in caplog.records if r.name == aws_credentials.__name__]
     line = record.getMessage()
     assert "credentials refreshed after a rejection" in line and "shared-credentials-file" in line
     assert "InvalidClientTokenId" in line and "\n" not in line
