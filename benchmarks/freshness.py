@@ -308,7 +308,9 @@ def summary(phases: list[Phase], rates: list[float], run: Run, args: argparse.Na
             "target_p50_s": round(tp50, 3),
             "target_p99_s": round(tp99, 3),
         }
-        run.add(f"{rate:g} files/s, {args.sqs}", params=params, figures=figures | stages)
+        run.add(
+            f"{rate:g} file{'' if rate == 1 else 's'}/s, {args.sqs}", params=params, figures=figures | stages
+        )
     print("\nstages, median seconds over all files of the rate (see the docstring):")
     names = list(phases[0].stages)
     print(f"{'rate':>8} | " + " | ".join(f"{n:>18}" for n in names))

@@ -228,9 +228,9 @@ def ingest_cells(r: Record) -> list[str]:
 
 
 def freshness_cells(r: Record) -> list[str]:
-    f = r["figures"]
+    f, rate = r["figures"], r["params"]["rate"]
     return [
-        r["case"],
+        f"{rate:g} file{'' if rate == 1 else 's'}/s, SQS on {r['params']['sqs']}",
         str(f["files"]),
         f"{s(f['metadata_p50_s'])} / {s(f['metadata_p99_s'])}",
         f"{s(f['target_p50_s'])} / {s(f['target_p99_s'])}",
