@@ -8,7 +8,7 @@ from datetime import datetime
 
 from s3events.backfill.model import BackfillOptions, TimeWindow, parse_time
 from s3events.config import keys
-from s3events.config.registry import InvalidValue, S3UriType
+from s3events.config.value_types import InvalidValue, S3UriType
 from s3events.errors import ConfigError
 
 

@@ -14,18 +14,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-from s3events.config.registry import (
-    NAME_PATTERN,
+from s3events.config.registry import NAME_PATTERN, Key, Registry, SettingsView
+from s3events.config.value_types import (
     BoolType,
     ChoiceType,
     FloatType,
     IntType,
-    Key,
     KeyValueListType,
     ListType,
-    Registry,
     S3UriType,
-    SettingsView,
     StrType,
     TablePathType,
     UrlType,

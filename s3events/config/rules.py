@@ -10,21 +10,17 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from s3events.config import keys
-from s3events.config.registry import Key, is_missing
+from s3events.config.registry import Key, SettingsView, is_missing
 from s3events.errors import ConfigError
 
 T = TypeVar("T")
 
 
-class Values(Protocol):
-    """What rules read of `Settings`."""
+class Values(SettingsView, Protocol):
+    """What rules read of `Settings`: the other settings, and the declared targets."""
 
     @property
     def targets(self) -> tuple[str, ...]: ...
-
-    def get(self, key: Key[T]) -> T: ...
-
-    def get_for(self, target: str, key: Key[T]) -> T: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ import pytest
 
 from s3events.config import Settings, keys, load_settings
 from s3events.config.docs import REGENERATE, render_reference
-from s3events.config.registry import BoolType, Key, Registry, StrType
+from s3events.config.registry import Key, Registry
+from s3events.config.value_types import BoolType, StrType
 from s3events.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
