@@ -1,12 +1,21 @@
 # Two set-up commands, each works on a fresh machine (they create .venv themselves):
 #   make demo   - the whole pipeline end to end on an embedded local S3/SQS endpoint
-#   make test   - the test suite (CI runs this)
-#   make test-fast - unit tests and pure logic only: no JVM, no moto_server, under a minute
+#   make test   - the whole test suite on parallel workers (CI runs this)
+# Smaller tiers for the edit-test loop (docs/development.md):
+#   make test-fast  - pure logic: no JVM, no moto_server (under 30 s)
+#   make test-quick - lint, unit and in-process integration (moto_server, this process's Spark): no child
+#                     processes, fault injection, clusters or delta-spark (under 5 minutes)
+#   make test-long  - the tests with a long-run size, at that size (hours)
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+# Parallel workers of `make test` / `make test-quick`, each with its own moto_server and Spark session
+# (~0.5-1 GB each). On 2 cores most of a test's time is waiting (child processes, JVM start-up, polls),
+# so more workers than cores pays.
+WORKERS ?= 4
+XDIST := -n $(WORKERS) --dist worksteal
 
-.PHONY: demo test test-fast lint venv clean
+.PHONY: demo test test-fast test-quick test-long lint venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +29,16 @@ demo: $(STAMP)
 	$(VENV)/bin/s3events demo
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -m "not integration" tests/unit $(PYTEST_ARGS)
+
+test-quick: lint
+	$(VENV)/bin/python -m pytest -q $(XDIST) -m "not (process or chaos or cluster or interop)" $(PYTEST_ARGS)
+
+test-long: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m long $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check s3events tests benchmarks

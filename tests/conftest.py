@@ -1,8 +1,18 @@
-"""Shared fixtures: one moto_server process per test run, factories for notifying buckets and settings."""
+"""Shared fixtures: one moto_server process and one Spark session per test process (each pytest-xdist
+worker has its own), factories for notifying buckets and settings, and the test tiers' markers.
+
+The tiers (docs/development.md): `integration` (a moto_server, sometimes Spark), and among those
+`process` (runs s3events / spark-submit as child processes), `chaos` (faults injected: kills, outages,
+lost answers, revoked credentials), `cluster` (spark-submit and a standalone cluster), `interop`
+(delta-spark reads our tables). `long` marks tests that have a long-run size: `-m long` selects them and
+runs them at that size; every other run uses the small one.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -23,6 +33,20 @@ REPO = Path(__file__).resolve().parent.parent
 EVENTS_DIR = Path(__file__).resolve().parent / "events"
 
 os.environ.update(LOCAL_ENV)  # moto's throwaway credentials; tests never see real ones
+
+_LONG_RUN: list[bool] = [False]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A mark expression that names `long` (not negated) selects the long run: `pytest -m long`.
+    markexpr = config.getoption("markexpr", "") or ""
+    _LONG_RUN[0] = re.search(r"(?<!not )\blong\b", markexpr) is not None
+
+
+def long_run() -> bool:
+    """Whether this run selected the `long` tier (`-m long`): tests marked `long` then use their long-run
+    sizes. Known at collection, so a test module may size its constants with it."""
+    return _LONG_RUN[0]
 
 
 @pytest.fixture(scope="session")
@@ -244,19 +268,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local Spark session for the whole run (~6 s to start, ~450 MB); with delta-spark loaded
+    """One local Spark session per test process (~6 s to start, ~450 MB); with delta-spark loaded
     when interop tests were collected (a few seconds more to resolve the package from the Ivy cache)."""
     from s3events.infra.spark import get_spark
 
     conf = {"spark.sql.shuffle.partitions": "4"}
     session = None
     if DELTA_SPARK["wanted"]:
-        try:
-            session = get_spark(
-                master="local[2]", app_name="s3events-tests", conf={**conf, **DELTA_SPARK_CONF}
-            )
-        except Exception as exc:  # e.g. Maven Central unreachable: Ivy's report is on stderr
-            DELTA_SPARK["error"] = f"{type(exc).__name__}: {exc}"
+        ivy = Path(DELTA_SPARK_CONF["spark.jars.ivy"])
+        ivy.mkdir(parents=True, exist_ok=True)
+        # One Ivy resolution at a time: parallel workers share the cache (the first one downloads).
+        with open(ivy / ".s3events-tests.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                session = get_spark(
+                    master="local[2]", app_name="s3events-tests", conf={**conf, **DELTA_SPARK_CONF}
+                )
+            except Exception as exc:  # e.g. Maven Central unreachable: Ivy's report is on stderr
+                DELTA_SPARK["error"] = f"{type(exc).__name__}: {exc}"
     if session is None:
         session = get_spark(master="local[2]", app_name="s3events-tests", conf=conf)
     yield session

@@ -121,6 +121,7 @@ def s3events_exe() -> str:
 # ------------------------------------------------------------------------------------ finding objects
 
 
+@pytest.mark.process
 def test_objects_outside_the_notification_filter_are_backfilled_exactly_once(filtered_stack, s3):
     stack = filtered_stack
     notified = [f"notified/{k}" for k in TRICKY_KEYS]
@@ -257,6 +258,7 @@ def test_overlapping_sources_list_each_object_once(plain_stack, s3):
 # --------------------------------------------------------------------------------------- concurrency
 
 
+@pytest.mark.process
 def test_backfill_concurrent_with_capture_on_live_traffic_loses_and_duplicates_nothing(filtered_stack, s3):
     stack = filtered_stack
     source = f"s3://{stack.bucket}"
@@ -312,6 +314,7 @@ def test_backfill_concurrent_with_capture_on_live_traffic_loses_and_duplicates_n
 # -------------------------------------------------------------------------------- dry run and window
 
 
+@pytest.mark.process
 def test_dry_run_prints_the_keys_and_writes_nothing(filtered_stack, s3):
     stack = filtered_stack
     put(s3, stack.bucket, ["notified/seen.json"])
@@ -332,6 +335,7 @@ def test_dry_run_prints_the_keys_and_writes_nothing(filtered_stack, s3):
     assert [r["key"] for r in rows_of(stack)] == ["notified/seen.json"]
 
 
+@pytest.mark.process
 def test_since_and_until_reach_the_pass_and_filter_by_last_modified(plain_stack, s3):
     stack = plain_stack
     keys = [f"w/{i}.json" for i in range(4)]
@@ -359,6 +363,7 @@ def test_since_and_until_reach_the_pass_and_filter_by_last_modified(plain_stack,
 # ---------------------------------------------------------------------------------- periodic in capture
 
 
+@pytest.mark.process
 def test_periodic_pass_in_capture_records_its_time_and_a_restart_does_not_rerun_it(filtered_stack, s3):
     stack = filtered_stack
     args = conf(stack, backfill__sources=f"s3://{stack.bucket}", backfill__interval__seconds=3600)
@@ -385,6 +390,7 @@ def test_periodic_pass_in_capture_records_its_time_and_a_restart_does_not_rerun_
     assert "quiet/second.json" not in {r["key"] for r in rows_of(stack)}
 
 
+@pytest.mark.process
 def test_periodic_pass_runs_again_once_its_interval_has_passed(filtered_stack, s3):
     stack = filtered_stack
     args = conf(stack, backfill__sources=f"s3://{stack.bucket}", backfill__interval__seconds=1)
@@ -417,6 +423,7 @@ def test_periodic_pass_runs_again_once_its_interval_has_passed(filtered_stack, s
 # ------------------------------------------------------------------------------------------ usage errors
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
@@ -438,6 +445,7 @@ def test_bad_backfill_arguments_exit_2_naming_the_option(plain_stack, extra, nam
     assert not Path(stack.metadata_path).exists()
 
 
+@pytest.mark.process
 def test_a_missing_source_bucket_is_fatal_and_named(plain_stack):
     stack = plain_stack
 

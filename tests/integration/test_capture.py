@@ -150,6 +150,7 @@ def test_redelivered_and_duplicated_messages_add_no_rows(make_stack, s3, sqs, id
     assert operations == ["WRITE" if ids_in_memory == "true" else "MERGE", "CREATE TABLE"]
 
 
+@pytest.mark.process
 def test_failed_commit_deletes_no_message_and_next_run_captures_all(make_stack, s3, sqs, tmp_path):
     stack = make_stack()
     for i in range(7):

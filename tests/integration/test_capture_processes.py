@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from s3events.infra import aws
 from tests.conftest import read_table, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
 def _conf_args(pairs: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ from tests.conftest import CliResult, run_cli
 from tests.integration.test_fault_rate import _lose_every_message
 from tests.integration.test_maintenance import MAINTENANCE, conf_args, s3events_exe, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 WAVES = 6
 PER_WAVE = 12

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import spark_env
 from tests.integration.test_startup_errors import _allow, _client, _keys, iam_endpoint  # noqa: F401
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 
 # Where the objects are read: a Spark job's executors, or threads of the driver (a small batch's default).

@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 
 from tests.integration.test_startup_errors import _allow, _client, _keys, iam_endpoint  # noqa: F401
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 
 def test_an_access_key_deleted_mid_run_stops_capture_with_one_line_naming_the_credentials(

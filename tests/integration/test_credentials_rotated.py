@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import counted_rows, spark_env
 from tests.integration.test_startup_errors import _allow, _client, _keys, iam_endpoint  # noqa: F401
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 LINES = 3
 REFRESHED = "credentials refreshed after a rejection"

@@ -14,7 +14,7 @@ import pytest
 from s3events.dev.demo_data import BUCKET, MALFORMED_KEY, MALFORMED_LINE, MALFORMED_TEXT
 from tests.conftest import read_table, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 FILES = 12  # --files: JSON Lines orders files under events/ (10 lines each)
 WITHHELD = [  # outside the notification filter: only backfill can find them

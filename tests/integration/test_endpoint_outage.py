@@ -20,7 +20,7 @@ from s3events.infra import aws
 from tests.conftest import counted_rows, run_cli, spark_env, through_proxy
 from tests.integration.test_fault_rate import _wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 LINES = 3
 

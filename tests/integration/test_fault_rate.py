@@ -20,7 +20,7 @@ from s3events.dev.fault_proxy import FaultProxy
 from s3events.infra import aws
 from tests.conftest import CliResult, counted_rows, run_cli, spark_env, through_proxy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 FILES = 6
 LOST = 2  # files whose notifications never arrive

@@ -14,6 +14,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from s3events.ingest.files.frames import collected, files_frame
 from s3events.ingest.model import FileRef
 
+pytestmark = pytest.mark.integration
+
 SEEN = pa.schema(
     [
         ("partition", pa.int32()),

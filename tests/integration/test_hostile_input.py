@@ -3,7 +3,7 @@ with its reason and the good events land. Corrupt and hostile files for ingest (
 bombs, invalid UTF-8, deeply nested JSON, NUL bytes, very long lines, a CSV with very many columns):
 each becomes error rows with its reason, or lands when it is valid, and the good files land beside them.
 
-CI runs a small size (one file of each kind). `S3EVENTS_LONG_RUN=1` runs the issue's sizes: 10,000 good
+CI runs a small size (one file of each kind). `pytest -m long` runs the issue's sizes: 10,000 good
 and 1,000 malformed messages, fed and captured in waves (moto's SQS slows with the queue's depth), and 100
 hostile files: many variants of each kind, a 4 GiB zstd bomb, a 2 GiB single line and a CSV of 100,000
 columns, both generated as they are uploaded (neither is held in memory nor written to disk)."""
@@ -29,10 +29,10 @@ from s3events.config import load_settings
 from s3events.ingest.files.fast_csv import MAX_CSV_COLUMNS
 from s3events.ingest.files.lines import DEFAULT_MAX_LINE_BYTES
 from s3events.ingest.service import run_ingest
-from tests.conftest import read_table
+from tests.conftest import long_run, read_table
 from tests.integration.test_ingest import capture, jsonl, settings_for, target_conf
 
-LONG = os.environ.get("S3EVENTS_LONG_RUN") == "1"
+LONG = long_run()
 # The full size takes longer than the suite's 300 s per test: 10,000 PUTs through moto's notifications
 # alone outlast it on a shared 2-vCPU machine.
 pytestmark = [pytest.mark.integration, *([pytest.mark.timeout(5400)] if LONG else [])]
@@ -65,6 +65,7 @@ def _bad_messages() -> list[str]:
     ]
 
 
+@pytest.mark.long
 def test_malformed_messages_mixed_into_good_ones_become_one_quarantine_row_each(make_stack, s3, sqs):
     stack = make_stack()
     kinds = _bad_messages()
@@ -248,6 +249,7 @@ def _peak_rss_of_descendants(stop: threading.Event, peaks: dict[str, int]) -> No
                     peaks[kind] = max(peaks.get(kind, 0), int(line.split()[1]) << 10)
 
 
+@pytest.mark.long
 def test_corrupt_and_hostile_files_become_error_rows_with_reasons_and_the_rest_lands(
     make_stack, s3, spark, tmp_path
 ):

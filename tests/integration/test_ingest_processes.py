@@ -40,7 +40,7 @@ from s3events.ingest.target_table import TargetTable
 from s3events.metadata.table import MetadataTable
 from tests.conftest import REPO, Stack, read_table, run_cli, spark_env, write_metadata_version
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 VENV_BIN = Path(sys.executable).parent
 S3EVENTS = VENV_BIN / "s3events"
@@ -215,6 +215,7 @@ def _assert_exactly_once_and_checkpointed(target: str, name: str, metadata_path:
 
 
 # Two Spark processes and a dozen batches: well within 300 s on an idle machine, not on a busy one.
+@pytest.mark.chaos
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     "kill_when",
@@ -313,6 +314,7 @@ def test_stop_signal_finishes_the_batch_in_hand_exits_0_and_once_finishes_the_re
 # ----------------------------------------------------------------------------- 3. spark-submit
 
 
+@pytest.mark.cluster
 def test_ingest_once_under_spark_submit_writes_the_target_and_exits_0(make_stack, s3, tmp_path):
     stack = make_stack()
     keys = ["ss/day one/a+b %.json", "ss/ü/€ 2.json"]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 STARTER = """
 import sys

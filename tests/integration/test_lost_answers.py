@@ -14,7 +14,7 @@ from s3events.dev.fault_proxy import Fault, FaultProxy
 from s3events.infra import aws
 from tests.conftest import Stack, run_cli, spark_env, through_proxy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 VERSION = r"/_delta_log/{:020d}\.json"
 

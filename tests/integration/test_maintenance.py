@@ -206,6 +206,7 @@ def test_ingest_lands_every_line_once_across_compactions_of_the_metadata_and_tar
 # ---------------------------------------------------------------------------------------- the CLI, dry run
 
 
+@pytest.mark.process
 def test_maintain_dry_run_through_the_cli_changes_nothing_and_names_every_table(
     make_stack, s3, sqs, spark, tmp_path
 ):
@@ -526,6 +527,8 @@ def leave_orphan(table_path: str, *, age: timedelta | None = None) -> Path:
     return orphan
 
 
+@pytest.mark.process
+@pytest.mark.chaos
 def test_a_maintain_process_killed_at_any_early_point_leaves_the_tables_readable_and_intact(
     make_stack, s3, spark, tmp_path
 ):
@@ -590,6 +593,7 @@ def committed_or_exited(proc: subprocess.Popen[str], table_path: str, version: i
 # ------------------------------------------------------------------------------- beside a running capture
 
 
+@pytest.mark.process
 def test_compaction_beside_a_running_capture_and_backfill_loses_and_duplicates_no_event(make_stack, s3):
     stack = make_stack()
     create_legacy_metadata_table(stack.metadata_path)  # bucketed ones: test_metadata_layout.py

@@ -21,6 +21,8 @@ from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.target_table import TargetTable
 
+pytestmark = pytest.mark.integration
+
 KEYS: dict[str, tuple[pa.DataType, Callable[[int], object]]] = {
     "integer": (pa.int64(), lambda i: i),
     "string": (pa.string(), lambda i: f"it's \\ key {i:04d}"),  # quote and backslash: literals round-trip

@@ -117,6 +117,7 @@ def test_only_a_crowded_bucket_is_compacted_and_the_change_feed_does_not_see_it(
     assert feed.changes_after(before, up_to=feed.latest_version() or 0).rows == []
 
 
+@pytest.mark.process
 def test_migrating_an_old_layout_table_keeps_every_line_once_and_the_duplicate_check(
     make_stack, s3, spark, tmp_path
 ):

@@ -11,13 +11,12 @@ a full sync (capture drained, backfill when notifications were lost, ingest) a m
 exactly the lines of the objects that exist, from the bytes S3 holds now, and an appending target holds
 every current content plus only contents the object once had.
 
-`S3EVENTS_LONG_RUN=1` runs many more and longer examples.
+`pytest -m long` (make test-long) runs many more and longer examples.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -34,11 +33,11 @@ from s3events.config import load_settings
 from s3events.dev import provision
 from s3events.infra import aws
 from s3events.ingest.service import run_ingest
-from tests.conftest import Stack, read_table
+from tests.conftest import Stack, long_run, read_table
 
 pytestmark = pytest.mark.integration
 
-LONG = os.environ.get("S3EVENTS_LONG_RUN") == "1"
+LONG = long_run()
 KEYS = ("in/a.json", "in/b c+d%.json")
 OLD_KEY = "old/before-the-first-run.json"  # written before the `latest` process's first run only
 CONTENTS = (0, 1, 2)
@@ -246,6 +245,7 @@ def lives_env(aws_options, spark, tmp_path):
     ObjectLives.env = {}
 
 
+@pytest.mark.long
 @pytest.mark.timeout(3600 if LONG else 900)
 def test_every_life_of_an_object_ends_with_what_the_policy_promises(lives_env):
     ObjectLives.TestCase("runTest").runTest()

@@ -24,7 +24,7 @@ from s3events.setup import probe
 from s3events.setup.model import SetupSpec
 from tests.conftest import CliResult, read_table, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 ACCOUNT = "123456789012"  # moto's
 

@@ -19,7 +19,7 @@ import pytest
 from s3events.infra import aws
 from tests.conftest import REPO, read_table
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.cluster]
 
 VENV_BIN = Path(sys.executable).parent
 SPARK_SUBMIT = VENV_BIN / "spark-submit"

@@ -40,7 +40,7 @@ from s3events.config import load_settings
 from s3events.dev.local_endpoint import free_port
 from tests.conftest import REPO, Stack, read_table
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.cluster]
 
 VENV_PYTHON = Path(sys.executable)
 SPARK_SUBMIT = VENV_PYTHON.parent / "spark-submit"

@@ -22,7 +22,7 @@ from s3events.errors import FatalError, TransientError
 from s3events.infra import aws, delta
 from tests.conftest import Stack, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
 def _args(command: str, stack: Stack, **extra: object) -> list[str]:

@@ -15,7 +15,7 @@ from s3events.ingest.progress import pending_after
 from s3events.ingest.service import run_ingest
 from tests.conftest import Stack, run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
 def _conf_args(pairs: list[str]) -> list[str]:

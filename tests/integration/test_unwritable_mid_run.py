@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import read_table, run_cli
 from tests.integration.test_startup_errors import _unwritable
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.chaos]
 
 
 def _queued(sqs, queue_url: str) -> int:
