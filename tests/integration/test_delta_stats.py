@@ -6,6 +6,7 @@ tables; `tests/stats_audit.py` reads the log itself)."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from s3events.infra import aws, delta_stats
+from s3events.infra import aws, delta_log, delta_stats
 from s3events.infra.delta_commit import commit_files
 from s3events.infra.parquet_files import write_data_file
 from s3events.ingest.files.merge_input import MergeInput
@@ -244,3 +245,25 @@ def _last_stats(path: str) -> dict[str, Any]:
             if "add" in (action := json.loads(line)):
                 found = json.loads(action["add"]["stats"])
     return found
+
+
+def test_a_table_on_s3_is_repaired_through_the_same_storage_options(aws_options: aws.AwsOptions, s3: Any):
+    bucket = f"lake-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=bucket)
+    path = f"s3://{bucket}/t"
+    storage = aws.delta_storage_options(aws_options)
+    for t in batches():
+        write_deltalake(path, t.select(["id", "d24", "f64"]), mode="append", storage_options=storage)
+    options = MaintenanceOptions(target_file_bytes=4)
+
+    report = maintain(TableToMaintain("target t", path), storage, options, now=NOW)
+
+    assert report.restated == 3
+    table = DeltaTable(path, storage_options=storage)
+    assert table.transaction_version(statistics.STATISTICS) == 1
+    logged = [
+        json.loads(text or "{}") for text in delta_log.live_stats(path, storage, table.version()).values()
+    ]
+    assert not any("d24" in stats["minValues"] for stats in logged)
+    assert sum("f64" in stats["minValues"] for stats in logged) == 2  # the file holding NaN has none
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(1, 10))
