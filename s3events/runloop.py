@@ -98,32 +98,50 @@ def run_loop(
             if once:
                 raise
             failures += 1
-            backoff = _backoff(failures, max_error_backoff_seconds)
-            reason = transient_reason(exc)
-            if reason is not None:  # expected (throttling, an outage): one line, no traceback
-                log.warning("cycle failed (%d in a row); retrying in %.1fs: %s", failures, backoff, reason)
-                log.debug("the failed cycle's traceback", exc_info=True)
-            else:  # a bug, or an error we do not know yet: the traceback helps whoever fixes it
-                log.exception("cycle failed (%d in a row); retrying in %.1fs", failures, backoff)
-            stop.wait(backoff)
+            stop.wait(_failed(exc, failures, max_error_backoff_seconds))
             continue
         failures = 0
         cycles += 1
         idle = is_idle(result)
         if once and idle:
             break
-        # An idle cycle pauses briefly even with no interval set, so a zero long poll cannot spin.
-        elapsed = clock() - started
-        remaining = min_interval_seconds - elapsed
-        if not idle:
-            stop.wait(remaining)
-        elif wait_for_work is None:
-            stop.wait(max(remaining, idle_pause_seconds - elapsed))
-        elif not stop.wait(remaining):  # the interval holds; then the pause ends early when work comes
-            pause = idle_pause_seconds - (clock() - started)
-            if pause > 0:
-                wait_for_work(pause)
+        _pace(stop, idle, started, clock, min_interval_seconds, idle_pause_seconds, wait_for_work)
     return cycles
+
+
+def _failed(exc: Exception, failures: int, max_backoff_seconds: float) -> float:
+    """Log a failed cycle (the `failures`-th in a row) and return how long to back off."""
+    backoff = _backoff(failures, max_backoff_seconds)
+    reason = transient_reason(exc)
+    if reason is not None:  # expected (throttling, an outage): one line, no traceback
+        log.warning("cycle failed (%d in a row); retrying in %.1fs: %s", failures, backoff, reason)
+        log.debug("the failed cycle's traceback", exc_info=True)
+    else:  # a bug, or an error we do not know yet: the traceback helps whoever fixes it
+        log.exception("cycle failed (%d in a row); retrying in %.1fs", failures, backoff)
+    return backoff
+
+
+def _pace(
+    stop: StopFlag,
+    idle: bool,
+    started: float,
+    clock: Callable[[], float],
+    min_interval_seconds: float,
+    idle_pause_seconds: float,
+    wait_for_work: Callable[[float], object] | None,
+) -> None:
+    """Wait before the next cycle. An idle cycle pauses briefly even with no interval set, so a zero long
+    poll cannot spin."""
+    elapsed = clock() - started
+    remaining = min_interval_seconds - elapsed
+    if not idle:
+        stop.wait(remaining)
+    elif wait_for_work is None:
+        stop.wait(max(remaining, idle_pause_seconds - elapsed))
+    elif not stop.wait(remaining):  # the interval holds; then the pause ends early when work comes
+        pause = idle_pause_seconds - (clock() - started)
+        if pause > 0:
+            wait_for_work(pause)
 
 
 def _backoff(failures: int, max_seconds: float) -> float:
