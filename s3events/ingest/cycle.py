@@ -20,7 +20,7 @@ from s3events.errors import CheckpointError, CommitConflict, FatalError, S3Event
 from s3events.infra.delta_errors import transient_reason
 from s3events.ingest.model import Batch, Checkpoint
 from s3events.ingest.plan import append_step, caught_up_to, ensure_forward, mirror_step, plan
-from s3events.ingest.ports import Changes, ErrorStore, Feed, ReadBatch, TargetStore
+from s3events.ingest.ports import Changes, ErrorStore, Feed, ReadBatch, ReadResult, TargetStore
 from s3events.ingest.target import TargetSpec
 
 log = logging.getLogger(__name__)
@@ -304,16 +304,7 @@ class Ingest:
     def _run_batch(self, state: _TargetState, batch: Batch) -> BatchReport:
         spec = state.spec
         started = time.monotonic()
-        deleted = 0
-        if spec.on_object_removed == "delete":
-            # The target mirrors S3: rows of removed or replaced objects go first (idempotent, own commit).
-            files, deletions = mirror_step(batch)
-            deleted = state.table.delete_rows(deletions)
-            batch = replace(batch, files=files)
-        elif any(f.recreated for f in batch.files):
-            # Appending: content uploaded again lands once (rows of it in the target or this batch).
-            held = state.table.held_contents([f for f in batch.files if f.recreated])
-            batch = replace(batch, files=append_step(batch, held))
+        batch, deleted = self._settle_removed(state, batch)
         if not batch.files:
             version = state.table.commit_checkpoint(expected=state.stored, end=batch.end)
             return BatchReport(
@@ -337,24 +328,7 @@ class Ingest:
             log.warning("target %s: skipped %s: %s", spec.name, uri, reason)
         # 3. write: error rows first (skipped on replay), then data and checkpoint in one commit
         state.errors.record(output.errors, end=batch.end)
-        if spec.mode == "merge":
-            assert output.merge is not None
-            version = state.table.commit_merge(
-                output.merge,
-                record_key=spec.record_key,
-                ordering_field=spec.ordering_field,
-                partition_by=spec.partition_by,
-                expected=state.stored,
-                end=batch.end,
-            )
-        else:
-            version = state.table.commit_append(
-                output.files,
-                schema=output.schema,
-                partition_by=spec.partition_by,
-                expected=state.stored,
-                end=batch.end,
-            )
+        version = self._commit(state, output, batch)
         return BatchReport(
             target=spec.name,
             files=len(batch.files),
@@ -370,3 +344,38 @@ class Ingest:
             skipped=dict(output.failed_files),
         )
 
+    @staticmethod
+    def _settle_removed(state: _TargetState, batch: Batch) -> tuple[Batch, int]:
+        """Step 1b: the batch as the target's removal rule leaves it, and the rows that rule deleted."""
+        spec = state.spec
+        if spec.on_object_removed == "delete":
+            # The target mirrors S3: rows of removed or replaced objects go first (idempotent, own commit).
+            files, deletions = mirror_step(batch)
+            return replace(batch, files=files), state.table.delete_rows(deletions)
+        if any(f.recreated for f in batch.files):
+            # Appending: content uploaded again lands once (rows of it in the target or this batch).
+            held = state.table.held_contents([f for f in batch.files if f.recreated])
+            return replace(batch, files=append_step(batch, held)), 0
+        return batch, 0
+
+    @staticmethod
+    def _commit(state: _TargetState, output: ReadResult, batch: Batch) -> int:
+        """Step 3: the batch's rows and its checkpoint in one commit; the table version it made."""
+        spec = state.spec
+        if spec.mode == "merge":
+            assert output.merge is not None
+            return state.table.commit_merge(
+                output.merge,
+                record_key=spec.record_key,
+                ordering_field=spec.ordering_field,
+                partition_by=spec.partition_by,
+                expected=state.stored,
+                end=batch.end,
+            )
+        return state.table.commit_append(
+            output.files,
+            schema=output.schema,
+            partition_by=spec.partition_by,
+            expected=state.stored,
+            end=batch.end,
+        )
