@@ -46,7 +46,7 @@ class SparkRead:
 
     def __call__(self, batch: Batch, spec: TargetSpec, *, existing_schema: pa.Schema | None) -> ReadResult:
         from s3events.infra.spark import jvm_gone
-        from s3events.ingest.files.read import run_batch
+        from s3events.ingest.files.dispatch import run_batch
 
         try:
             return run_batch(

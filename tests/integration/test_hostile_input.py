@@ -26,7 +26,7 @@ import pytest
 
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
-from s3events.ingest.files.fast_csv import MAX_CSV_COLUMNS
+from s3events.ingest.files.formats.csv_fields import MAX_CSV_COLUMNS
 from s3events.ingest.files.lines import DEFAULT_MAX_LINE_BYTES
 from s3events.ingest.service import run_ingest
 from tests.conftest import long_run, read_table

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from s3events.ingest.files.fast_csv import CsvOptions, csv_options, parse_csv
-from s3events.ingest.files.fast_text import parse_text
+from s3events.ingest.files.formats.csv_fields import CsvOptions, csv_options
+from s3events.ingest.files.formats.csv_format import parse_csv
+from s3events.ingest.files.formats.text_format import parse_text
 from tests.unit.conftest import file_ref
 
 FILE = file_ref("in/f.csv")

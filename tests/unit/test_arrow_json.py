@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from s3events.ingest.files.fast_json import fast_path_supports, parse_json_lines
 from s3events.ingest.files.fast_path import _table_schema
+from s3events.ingest.files.formats.json_format import fast_path_supports, parse_json_lines
 from tests.unit.conftest import file_ref
 
 FILE = file_ref("in/dt=2026-11-22/f.json")

@@ -12,8 +12,8 @@ import unicodedata
 import pyarrow as pa
 import pytest
 
-from s3events.ingest.files import csv_types
-from s3events.ingest.files.csv_types import convert, infer
+from s3events.ingest.files.formats import csv_types
+from s3events.ingest.files.formats.csv_types import convert, infer
 
 TRICKY = [
     *["0", "1", "007", "+5", "-0", "-12", "2147483647", "2147483648", "-2147483648", "-2147483649"],

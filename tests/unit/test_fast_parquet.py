@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3events.infra.parquet_files import WrittenFile, to_row
-from s3events.ingest.files import fast_path
-from s3events.ingest.files.fast_parquet import ParquetParser, spark_keeps
-from s3events.ingest.files.fast_parse import FileDeclined
+from s3events.ingest.files import fast_task
+from s3events.ingest.files.formats.base import FileDeclined
+from s3events.ingest.files.formats.parquet_format import ParquetParser, spark_keeps
 from s3events.ingest.model import FileRef
 from tests.unit.conftest import file_ref
 
@@ -133,7 +133,7 @@ class Task:
         self.removed.extend(f.path for f in files)
 
     def take(self, ref: FileRef, parts: Any, pending: list[tuple[FileRef, pa.Table]], out: list[Any]) -> int:
-        return fast_path._take_parts(ref, parts, pending, 0, out, self.flush, lambda t, _uri: t, self.remove)
+        return fast_task.take_parts(ref, parts, pending, 0, out, self.flush, lambda t, _uri: t, self.remove)
 
 
 def part(n: int) -> pa.Table:
@@ -147,7 +147,7 @@ def failing_after(count: int) -> Any:
 
 
 def test_a_large_file_is_written_apart_and_taken_back_when_a_later_part_fails(monkeypatch):
-    monkeypatch.setattr(fast_path, "_FLUSH_BYTES", 1000)  # two parts of 100 int64 values reach it
+    monkeypatch.setattr(fast_task, "_FLUSH_BYTES", 1000)  # two parts of 100 int64 values reach it
     task, other = Task(), (file_ref("other.parquet"), part(10))
     pending, out = [other], []
 
@@ -161,7 +161,7 @@ def test_a_large_file_is_written_apart_and_taken_back_when_a_later_part_fails(mo
 
 
 def test_a_large_file_that_reads_to_the_end_keeps_its_own_data_files(monkeypatch):
-    monkeypatch.setattr(fast_path, "_FLUSH_BYTES", 1000)
+    monkeypatch.setattr(fast_task, "_FLUSH_BYTES", 1000)
     task, pending, out = Task(), [], []
 
     held = task.take(file_ref("big.parquet"), iter([part(100)] * 3), pending, out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from s3events.ingest.files.fast_parse import Body, has_blank_lines, line_count, lone_carriage_return
+from s3events.ingest.files.formats.base import Body, has_blank_lines, line_count, lone_carriage_return
 
 
 def blank_line_by_line(body: bytes) -> bool:

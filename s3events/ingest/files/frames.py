@@ -38,7 +38,7 @@ class FilesFrame:
     The files travel with each task's function as one Arrow table; a task is given the indexes of its
     run (by `spark.range`; in `run_each` by `parallelize` of a range). A DataFrame of the files
     themselves (`createDataFrame` of their rows) would run a Python stage in every task to serialize
-    them: 0.05 s more a batch, measured.
+    them, which costs every batch more (measured: docs/architecture.md).
     """
 
     spark: SparkSession
@@ -53,9 +53,8 @@ class FilesFrame:
     def run_each(self, function: TaskFunction) -> list[pa.RecordBatch]:
         """`function(refs)` once in each task, over that task's files, and what each returned, on the
         driver. An RDD job, for results that need no further query: with no plan to build, it costs the
-        JVM about half of `map` and `collected` (0.04 s of CPU against 0.08 s a job, 0.11 s of wall time
-        against 0.145 s, a 2-file fast-path batch with the JIT settled). The results come back pickled
-        through the driver's JVM: keep them small (a row per written file, not data). Like
+        JVM about half of `map` and `collected` (measured: docs/architecture.md). The results come back
+        pickled through the driver's JVM: keep them small (a row per written file, not data). Like
         `DataFrame.collect` (see `collected`), a failure serving them may hand back fewer than the tasks
         sent: a caller must check that every task reported (the fast path's `ensure_accounted`)."""
         task = partial(_run_each_with_refs, function=function, files=self.files)

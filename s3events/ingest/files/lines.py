@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 
 DEFAULT_CHUNK_BYTES = 16 << 20
 # The longest line the line path takes; a longer one makes its file one error row saying so. Spark holds
-# each line as one string and caches it in columnar batches that grow by doubling: a 200 MiB line ran a
-# local session's 1 GiB JVM out of heap, which killed the JVM (and with it every target's batch).
+# each line as one string in cached columnar batches: a much longer line can run the JVM out of heap
+# (measured: docs/architecture.md, "Measurements behind the code").
 DEFAULT_MAX_LINE_BYTES = 32 << 20
 
 # Key suffix (lower-cased) -> Arrow codec name. Both codecs stream through pyarrow's C++ decompressors.

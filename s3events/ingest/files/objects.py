@@ -18,11 +18,9 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import botocore.exceptions
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import urllib3.exceptions
@@ -31,6 +29,7 @@ from s3events.errors import CredentialsRejected, S3EventsError, TransientError
 from s3events.events.model import bare_etag
 from s3events.infra import aws
 from s3events.infra.aws import AwsOptions
+from s3events.ingest.files.lineage import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.files.lines import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_MAX_LINE_BYTES,
@@ -41,14 +40,6 @@ from s3events.ingest.files.lines import (
 )
 from s3events.ingest.model import FileRef
 
-_TS = pa.timestamp("us", tz="UTC")
-LINEAGE_FIELDS = (
-    pa.field("_source_file", pa.string()),
-    pa.field("_source_etag", pa.string()),
-    pa.field("_source_line", pa.int64()),
-    pa.field("_event_time", _TS),
-)
-INGESTED_AT = "_ingested_at"  # added by the ingest job, after the lineage columns above
 LINE_SCHEMA = pa.schema([*LINEAGE_FIELDS, pa.field("value", pa.string()), pa.field("_error", pa.string())])
 
 NOT_FOUND = "object not found (404): it was deleted before ingest"
@@ -373,23 +364,6 @@ class _RangedFile(io.RawIOBase):
         data = self._obj.read_range(self._pos, length)
         self._pos += len(data)
         return data
-
-
-def _event_time(file: FileRef) -> datetime:
-    return file.event_time if file.event_time.tzinfo else file.event_time.replace(tzinfo=UTC)
-
-
-def lineage_columns(file: FileRef, etag: str | None, first: int | None, n: int) -> list[pa.Array]:
-    if first is None:
-        lines = pa.nulls(n, pa.int64())
-    else:
-        lines = pa.array(np.arange(first, first + n, dtype=np.int64))  # 200x Arrow's cumulative_sum
-    return [
-        pa.repeat(pa.scalar(file.uri, pa.string()), n),
-        pa.repeat(pa.scalar(etag, pa.string()), n),
-        lines,
-        pa.repeat(pa.scalar(_event_time(file), _TS), n),
-    ]
 
 
 def _line_batch(

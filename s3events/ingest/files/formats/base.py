@@ -1,9 +1,8 @@
-"""What every fast-path parser shares: its result, its interface, and the whole-buffer checks.
+"""What every format's fast parser shares: its result, its interface, and the whole-buffer checks.
 
 A parser turns one object's decompressed bytes into lineage + data columns in one pass (pyarrow on the
-executor), or returns the reason the line path must read the file instead. Each format has one
-(`fast_json`, `fast_csv`, `fast_text`, `fast_parquet`); the task that fetches, parses and writes is
-`fast_path`'s.
+executor), or returns the reason the line path must read the file instead. Each format has one, in its
+module of this package; the task that fetches, parses and writes is `fast_task`'s.
 Parsers are small frozen objects built on the driver and shipped to the tasks.
 """
 
@@ -17,16 +16,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.model import FileRef
 
 BOM = b"\xef\xbb\xbf"
+# Types whose pyarrow parse matches Spark's (from_json, from_csv); a table with others uses the line path.
+PLAIN = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()}
 _BLANK_INSIDE = r"\n[ \t\r]*\n"
 _WHITESPACE = b" \t\r"
 _NEWLINE, _CARRIAGE_RETURN = ord("\n"), ord("\r")
 
 
 @dataclass(frozen=True, slots=True)
-class Parsed:
+class ParsedFile:
     """A parsed object (lineage columns, then data columns), or why it must take the line path.
 
     `header` is the file's header line as text (CSV with a header), also when the file is declined:
@@ -42,7 +44,7 @@ class Parsed:
 
 
 class FileDeclined(Exception):
-    """Raised by a `Parsed.parts` iterator: the object must take the line path after all."""
+    """Raised by a `ParsedFile.parts` iterator: the object must take the line path after all."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -55,7 +57,7 @@ class FileParser(Protocol):
 
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
-    ) -> Parsed: ...
+    ) -> ParsedFile: ...
 
     @property
     def new_columns_sorted(self) -> bool:
@@ -83,7 +85,7 @@ class FileParser(Protocol):
 @dataclass(frozen=True, slots=True)
 class Body:
     """An object's content without its final newline (`data[:end]`), as a view of the fetched bytes:
-    a slice of a multi-megabyte object is a copy, about a millisecond of a parse that takes a few."""
+    a slice of a multi-megabyte object would be a copy (measured: docs/architecture.md)."""
 
     data: bytes
     end: int
@@ -136,7 +138,8 @@ def has_blank_lines(body: Body) -> bool:
     """Whether the body has an empty or whitespace-only line."""
     if not body.first_line().strip(_WHITESPACE) or not body.last_line().strip(_WHITESPACE):
         return True
-    # RE2 over the buffer: Python's `re` stops at every line end to try the pattern, 7x slower
+    # RE2 over the buffer: Python's `re` stops at every line end to try the pattern, slower
+    # (measured: docs/architecture.md)
     return bool(pc.match_substring_regex(_whole(body), _BLANK_INSIDE)[0].as_py())
 
 
@@ -155,5 +158,35 @@ def line_count(body: Body) -> int:
 
 
 def _octets(body: Body) -> np.ndarray:
-    """The body as a numpy array, without a copy: its comparisons run 5x faster than bytes.count."""
+    """The body as a numpy array, without a copy: its comparisons beat bytes.count
+    (measured: docs/architecture.md)."""
     return np.frombuffer(body.data, np.uint8, count=body.end)
+
+
+def is_spark_like(t: pa.DataType) -> bool:
+    """Whether `t` is already what Spark's inference would give (a top-level null is still open)."""
+    return pa.types.is_null(t) or spark_like(t) == t
+
+
+def spark_like(t: pa.DataType) -> pa.DataType | None:
+    """The type Spark's JSON inference gives where pyarrow inferred `t`; None when there is none."""
+    if pa.types.is_null(t) or pa.types.is_temporal(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        fields = sorted((t.field(i) for i in range(t.num_fields)), key=lambda f: f.name)
+        children = [(f.name, spark_like(f.type)) for f in fields]
+        if not children or any(c is None for _, c in children):
+            return None
+        return pa.struct(children)
+    if pa.types.is_list(t):
+        item = spark_like(t.value_type)
+        return None if item is None else pa.list_(item)
+    return t if t in PLAIN else None
+
+
+def known_columns(declared: pa.Schema | None, existing: pa.Schema | None) -> pa.Schema:
+    """The data columns whose types are fixed before any file is read: the declared schema, or the
+    table's columns without lineage."""
+    if declared is not None:
+        return declared
+    return pa.schema([f for f in existing or [] if f.name not in FIXED])

@@ -11,16 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
 
-from s3events.ingest.files.fast_json import is_spark_like
-from s3events.ingest.files.fast_parse import Parsed
+from s3events.ingest.files.formats.base import ParsedFile, is_spark_like
+from s3events.ingest.files.lineage import LINEAGE, LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.files.lines import split_lines
-from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
 
 VALUE = pa.field("value", pa.string())
 _KNOWN = pa.schema([VALUE])
 _ALL_AT_ONCE = 1 << 62  # one block: the object is in memory already
+
+
+def fast_parser(target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None) -> TextParser:
+    """The fast path's parser: always (the line path reads no options and no schema for text)."""
+    return TextParser()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,19 +44,26 @@ class TextParser:
     def keeps_type(self, t: pa.DataType) -> bool:
         return is_spark_like(t)  # strings
 
-    def parse(self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]) -> Parsed:
+    def parse(
+        self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
+    ) -> ParsedFile:
         return parse_text(data, file, etag)
 
 
-def parse_text(data: bytes, file: FileRef, etag: str | None) -> Parsed:
+def parse_text(data: bytes, file: FileRef, etag: str | None) -> ParsedFile:
     """The (decompressed) content of `file` as lineage + `value`, or why the line path must do it."""
     if not data:
-        return Parsed(None, "empty")
+        return ParsedFile(None, "empty")
     values = []
     for block in split_lines([data], batch_rows=_ALL_AT_ONCE, max_line_bytes=len(data) + 1):
         if block.errors is not None:
-            return Parsed(None, "a line is not valid UTF-8")
+            return ParsedFile(None, "a line is not valid UTF-8")
         values.append(block.values)
     column = pa.concat_arrays(values) if values else pa.array([], pa.string())
     lineage = lineage_columns(file, etag, 1, len(column))
-    return Parsed(pa.Table.from_arrays([*lineage, column], schema=pa.schema([*LINEAGE_FIELDS, VALUE])))
+    return ParsedFile(pa.Table.from_arrays([*lineage, column], schema=pa.schema([*LINEAGE_FIELDS, VALUE])))
+
+
+def parse_lines(lines: DataFrame) -> DataFrame:
+    """The line path's rows of a text file: its lines as they are."""
+    return lines.select(*LINEAGE, "value")

@@ -27,18 +27,38 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from s3events.ingest.files.fast_parse import BOM, Body, Parsed, has_blank_lines, line_count, valid_utf8
-from s3events.ingest.files.objects import LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.files.formats.base import (
+    BOM,
+    PLAIN,
+    Body,
+    ParsedFile,
+    has_blank_lines,
+    is_spark_like,
+    known_columns,
+    line_count,
+    spark_like,
+    valid_utf8,
+)
+from s3events.ingest.files.line_parse import (
+    ddl,
+    declared_schema,
+    evolve,
+    permissive,
+    split_parsed,
+    with_corrupt,
+)
+from s3events.ingest.files.lineage import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
 
 _BLOCK_BYTES = 1 << 20  # pyarrow parses blocks in parallel; a longer line is retried as one block
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGIT_RUN = b"0" * 19  # 19 digits can exceed 64 bits
 _RESERVED = {f.name for f in LINEAGE_FIELDS} | {"_ingested_at", "_corrupt_record"}
-# Types whose pyarrow parse matches Spark's from_json; a table with other column types uses the line path.
-_PLAIN = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()}
-JsonFile = Parsed  # the name the JSON fast path had before the other formats shared it
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +79,21 @@ class JsonParser:
     def keeps_type(self, t: pa.DataType) -> bool:
         return is_spark_like(t)
 
-    def parse(self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]) -> Parsed:
+    def parse(
+        self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
+    ) -> ParsedFile:
         return parse_json_lines(data, file, etag, known=self.known, declared=self.declared, hints=hints)
+
+
+def fast_parser(
+    target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
+) -> JsonParser | None:
+    """The fast path's parser for the target, or None: it takes no reader options, and columns of the
+    types `fast_path_supports` names."""
+    known = known_columns(declared, existing)
+    if target.reader_options or not fast_path_supports(known):
+        return None
+    return JsonParser(known, declared is not None)
 
 
 def fast_path_supports(schema: pa.Schema) -> bool:
@@ -76,7 +109,7 @@ def parse_json_lines(
     known: pa.Schema,
     declared: bool,
     hints: dict[str, pa.DataType] | None = None,
-) -> JsonFile:
+) -> ParsedFile:
     """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it.
 
     `known` holds the data columns whose types are fixed (the table's, or the declared schema);
@@ -88,22 +121,22 @@ def parse_json_lines(
         data = data[len(BOM) :]
     body = Body.of(data)
     if not body:
-        return JsonFile(None, "empty")
+        return ParsedFile(None, "empty")
     if not valid_utf8(body):
-        return JsonFile(None, "not valid UTF-8")
+        return ParsedFile(None, "not valid UTF-8")
     if has_blank_lines(body):
-        return JsonFile(None, "has blank lines")
+        return ParsedFile(None, "has blank lines")
     try:
         table = _parse(data, known, declared, {} if hints is None else hints)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        return JsonFile(None, f"pyarrow: {exc}")
+        return ParsedFile(None, f"pyarrow: {exc}")
     if isinstance(table, str):
-        return JsonFile(None, table)
+        return ParsedFile(None, table)
     lines = line_count(body)
     if table.num_rows != lines:
-        return JsonFile(None, f"{table.num_rows} records on {lines} lines")
+        return ParsedFile(None, f"{table.num_rows} records on {lines} lines")
     lineage = lineage_columns(file, etag, 1, lines)
-    return JsonFile(
+    return ParsedFile(
         pa.Table.from_arrays([*lineage, *table.columns], schema=pa.schema([*LINEAGE_FIELDS, *table.schema]))
     )
 
@@ -137,7 +170,7 @@ def _parse(data: bytes, known: pa.Schema, declared: bool, hints: dict[str, pa.Da
             table = _read(data, known if len(known) else None, "infer")  # the hints did not fit
         new = [f for f in table.schema if f.name not in known.names]
         # A top-level all-null column stays null: another file or the table gives its type.
-        normalized = [(f.name, f.type if pa.types.is_null(f.type) else _spark_like(f.type)) for f in new]
+        normalized = [(f.name, f.type if pa.types.is_null(f.type) else spark_like(f.type)) for f in new]
         if any(t is None for _, t in normalized):
             return "a column has a type Spark's inference would not give (e.g. an empty object)"
         for f, (name, wanted_type) in zip(new, normalized, strict=True):
@@ -157,27 +190,6 @@ def _parse(data: bytes, known: pa.Schema, declared: bool, hints: dict[str, pa.Da
         if table.schema.field(f.name).type != f.type:
             return f"column {f.name} does not match the table's type"
     return table
-
-
-def is_spark_like(t: pa.DataType) -> bool:
-    """Whether `t` is already what Spark's inference would give (a top-level null is still open)."""
-    return pa.types.is_null(t) or _spark_like(t) == t
-
-
-def _spark_like(t: pa.DataType) -> pa.DataType | None:
-    """The type Spark's JSON inference gives where pyarrow inferred `t`; None when there is none."""
-    if pa.types.is_null(t) or pa.types.is_temporal(t):
-        return pa.string()
-    if pa.types.is_struct(t):
-        fields = sorted((t.field(i) for i in range(t.num_fields)), key=lambda f: f.name)
-        children = [(f.name, _spark_like(f.type)) for f in fields]
-        if not children or any(c is None for _, c in children):
-            return None
-        return pa.struct(children)
-    if pa.types.is_list(t):
-        item = _spark_like(t.value_type)
-        return None if item is None else pa.list_(item)
-    return t if t in _PLAIN else None
 
 
 def _may_hold_a_huge_integer(table: pa.Table, doubles: list[str], data: bytes) -> bool:
@@ -209,4 +221,66 @@ def _plain(t: pa.DataType) -> bool:
         return t.num_fields > 0 and all(_plain(t.field(i).type) for i in range(t.num_fields))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return _plain(t.value_type)
-    return t in _PLAIN
+    return t in PLAIN
+
+
+# -- the line path: Spark's from_json, line by line ------------------------------------------------------
+
+
+def parse_lines(
+    spark: SparkSession,
+    lines: DataFrame,
+    target: TargetSpec,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    """(rows, error rows) of non-blank JSON lines, parsed by from_json against the declared schema, or
+    the table's columns and new ones Spark's JSON inference finds over every line of the batch."""
+    schema = _line_schema(spark, target, lines, options, existing)
+    parsed = lines.withColumn("p", F.from_json("value", with_corrupt(schema), permissive(options)))
+    return split_parsed(parsed, schema, _invalid_reason(schema, options), cached)
+
+
+# A control character (U+0000 to U+001F) left unescaped inside a JSON string, group 1 (Java and Python
+# regex alike): the strings before it are skipped whole, so a tab between tokens does not match.
+RAW_CONTROL_IN_STRING = (
+    r'(?s)^[^"]*+(?:"(?:[^"\\\x00-\x1f]|\\.)*+"[^"]*+)*+"(?:[^"\\\x00-\x1f]|\\.)*+([\x00-\x1f])'
+)
+
+
+def _invalid_reason(schema: T.StructType, options: dict[str, str]) -> Column:
+    """Why from_json refused a line. get_json_object tells invalid JSON apart, but it lets a raw control
+    character in a string through (Spark's Hive-compatible parser) where from_json refuses it (unless
+    allowUnquotedControlChars): such a line is invalid JSON, not a type conflict."""
+    reason = F.when(F.get_json_object("value", "$").isNull(), F.lit("not valid JSON"))
+    lenient = {k.lower(): v for k, v in options.items()}.get("allowunquotedcontrolchars", "false")
+    if lenient.strip().lower() != "true":
+        char = F.regexp_extract("value", RAW_CONTROL_IN_STRING, 1)
+        reason = reason.when(
+            char != "",
+            F.format_string(
+                "not valid JSON: an unescaped control character U+%04X in a string at column %d "
+                "(JSON needs it escaped, as \\u%04x)",
+                F.ascii(char),
+                F.length(F.regexp_extract("value", RAW_CONTROL_IN_STRING, 0)),
+                F.ascii(char),
+            ),
+        )
+    return reason.when(~F.trim("value").startswith("{"), F.lit("not a JSON object")).otherwise(
+        F.lit(f"does not match the target schema {ddl(schema)} (type conflict)")
+    )
+
+
+def _line_schema(
+    spark: SparkSession,
+    target: TargetSpec,
+    lines: DataFrame,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+) -> T.StructType:
+    declared = declared_schema(target)
+    if declared is not None:
+        return declared
+    inferred = spark.read.options(**options).json(lines.select("value")).schema  # stays in the JVM
+    return evolve(existing, inferred)

@@ -1,0 +1,95 @@
+"""Step 2 of an ingest batch: which path reads each file. A format's fast parser (`formats/`) takes the
+files it can read exactly; the line path (`line_path`) reads the rest, in the same batch. Both hand
+their rows through the post-parse stage (`post_parse`), so the target cannot tell which path read a file.
+The driver then commits what the executors wrote (delta-rs).
+
+Executors reach S3 through boto3 (`objects`) because Spark here has no S3A; they never touch delta-rs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from s3events.infra.aws import AwsOptions
+from s3events.ingest.files import post_parse
+from s3events.ingest.files.fast_path import describe, run_fast
+from s3events.ingest.files.formats import csv_format, json_format, parquet_format, text_format
+from s3events.ingest.files.formats.base import FileParser
+from s3events.ingest.files.line_parse import arrow_schema, declared_schema
+from s3events.ingest.files.line_path import run_line_path
+from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
+from s3events.ingest.model import Batch
+from s3events.ingest.target import TargetSpec
+
+log = logging.getLogger(__name__)
+
+# format -> its fast parser for a target (given the declared schema and the table's), or None
+_FAST_PARSERS: dict[str, Callable[..., FileParser | None]] = {
+    "json": json_format.fast_parser,
+    "csv": csv_format.fast_parser,
+    "text": text_format.fast_parser,
+    "parquet": parquet_format.fast_parser,
+}
+
+__all__ = ["ReadOutput", "fast_parser", "run_batch"]
+
+
+def fast_parser(
+    target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None
+) -> FileParser | None:
+    """The parser of the target's format with the data columns whose types are fixed (the declared
+    schema, or the table's), or None when the batch cannot take the fast path."""
+    if not target.fast_path or target.format not in _FAST_PARSERS:
+        return None
+    return _FAST_PARSERS[target.format](target, declared=declared, existing=existing)
+
+
+def run_batch(
+    spark: SparkSession,
+    batch: Batch,
+    target: TargetSpec,
+    *,
+    existing_schema: pa.Schema | None,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> ReadOutput:
+    existing = arrow_schema(from_arrow_schema(existing_schema)) if existing_schema is not None else None
+    declared = declared_schema(target)
+    parser = fast_parser(target, arrow_schema(declared) if declared is not None else None, existing)
+    if parser is None:
+        return run_line_path(spark, batch.files, target, existing, aws, ingested_at)
+    fast = run_fast(
+        spark,
+        batch.files,
+        target,
+        parser=parser,
+        existing=existing,
+        aws=aws,
+        ingested_at=ingested_at,
+    )
+    if not fast.rest:
+        assert fast.schema is not None
+        return ReadOutput(
+            fast.schema,
+            ERROR_SCHEMA.empty_table(),
+            fast.rows,
+            fast.files,
+            merge=fast.merge,
+            fast_path_files=len(batch.files),
+        )
+    log.info("target %s: %s", target.name, describe(fast))
+    took_fast = bool(fast.files) or (fast.merge is not None and fast.merge.num_rows > 0)
+    out = run_line_path(spark, fast.rest, target, fast.schema if took_fast else existing, aws, ingested_at)
+    out.files = [*fast.files, *out.files]
+    out.rows += fast.rows
+    if fast.merge is not None and out.merge is not None:  # both paths' rows: one latest per key
+        out.merge = post_parse.both_paths_latest(fast.merge, out.merge, out.schema, target)
+        out.rows = out.merge.num_rows
+    out.fast_path_files = len(batch.files) - len(fast.rest)
+    return out

@@ -1,0 +1,252 @@
+"""The fast path's task, inside a Spark executor (or on a driver thread): fetch the task's objects, parse
+each whole with its format's parser, finish the rows (`post_parse.finish`) and write them as data files,
+in one Python pass. It hands back a row per written file, per declined file and per CSV header seen.
+
+A parser may give a file's rows in parts (Parquet, row group by row group): the task then writes them
+apart from other files' rows once they reach its flush bound, so a part that fails later (a corrupt row
+group) declines the whole file and the task removes the data files it had written of it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from functools import partial
+
+import pyarrow as pa
+
+from s3events.infra.aws import AwsOptions
+from s3events.infra.parquet_files import (
+    WRITTEN_FILE_SCHEMA,
+    WrittenFile,
+    from_row,
+    remove_data_files,
+    stage_table,
+    to_row,
+    write_partitioned,
+)
+from s3events.ingest.files import latest_rows, post_parse
+from s3events.ingest.files.formats.base import FileDeclined, FileParser, ParsedFile
+from s3events.ingest.files.lineage import FIXED
+from s3events.ingest.files.lines import codec_for_key
+from s3events.ingest.files.merge_input import TYPE_ERRORS
+from s3events.ingest.files.objects import MAX_OBJECT_BYTES, Fetched, fetch
+from s3events.ingest.model import FileRef
+
+_FLUSH_BYTES = 128 << 20  # Arrow bytes a task holds before it writes a file (bounds its memory)
+# Objects a task downloads ahead of the one it parses: always 2 (each at most MAX_OBJECT_BYTES), and more,
+# up to 16, while their sizes (as their events state them, which `fetch` holds them to) add up to at most
+# 16 MiB: a batch of many small files is bound by GET latency, not bytes (docs/architecture.md).
+_FETCH_AHEAD = 2
+_FETCH_AHEAD_MAX = 16
+_FETCH_AHEAD_BYTES = 16 << 20
+_OUT_SCHEMA = pa.schema(
+    [
+        *[f.with_nullable(True) for f in WRITTEN_FILE_SCHEMA],
+        pa.field("schema", pa.binary()),  # the written table's schema (null-typed columns included)
+        pa.field("event_id", pa.string()),  # a file for the line path ...
+        pa.field("reason", pa.string()),  # ... and why
+        pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
+        # Merge mode: the record keys of the rows a flush wrote,
+        pa.field("rows", pa.binary()),  # on driver threads as an IPC stream,
+        pa.field("staged", pa.string()),  # from executors where they are staged (`stage_table`)
+        pa.field("files", pa.int64()),  # the files a task was given (one row per task)
+    ]
+)
+
+
+def held_bytes(ref: FileRef) -> int | None:
+    """What reading `ref` may hold: its stated size (`fetch` refuses more), a compressed file at the bound
+    its content is read up to (a small .gz may expand a thousandfold); None when its size is unknown."""
+    return MAX_OBJECT_BYTES if codec_for_key(ref.key) else ref.size
+
+
+def fast_task(
+    refs: list[FileRef],
+    *,
+    aws: AwsOptions,
+    parser: FileParser,
+    table_uri: str,
+    partition_by: tuple[str, ...],
+    ingested_at: datetime,
+    record_key: tuple[str, ...] | None = None,
+    ordering_field: str | None = None,
+    stage: bool = False,
+) -> pa.RecordBatch:
+    """One task's files: fetched, parsed, written as data files; a row per written file, per declined
+    file and per CSV header line seen. Merge mode (`record_key`): what is written is each flush's
+    latest row per record key (`latest_rows`), and a row hands back those rows' keys (`stage`: through
+    the table's staging directory)."""
+    out: list[dict[str, object]] = []
+    pending: list[tuple[FileRef, pa.Table]] = []
+    held = 0
+    hints: dict[str, pa.DataType] = {}
+    headers: set[str] = set()
+    flush = partial(
+        _flush,
+        table_uri=table_uri,
+        aws=aws,
+        partition_by=partition_by,
+        parser=parser,
+        record_key=record_key,
+        ordering_field=ordering_field,
+        stage=stage,
+    )
+    finish = partial(post_parse.finish, partition_by=partition_by, ingested_at=ingested_at)
+    remove = partial(remove_data_files, table_uri, options=aws)
+    with ThreadPoolExecutor(max_workers=_FETCH_AHEAD_MAX, thread_name_prefix="s3events-fetch") as pool:
+        for ref, fetched in _fetched_ahead(pool, refs, aws):
+            parsed = (
+                parser.parse(fetched.data, ref, fetched.etag, hints)
+                if fetched.data is not None
+                else ParsedFile(None, fetched.reason)
+            )
+            if parsed.header is not None:
+                headers.add(parsed.header)
+            if parsed.parts is not None:
+                held = take_parts(ref, parsed.parts, pending, held, out, flush, finish, remove)
+                continue
+            if parsed.table is None:
+                out.append({"event_id": ref.event_id, "reason": parsed.reason})
+                continue
+            table = finish(parsed.table, ref.uri)
+            pending.append((ref, table))
+            held += table.nbytes
+            if held >= _FLUSH_BYTES:
+                out.extend(flush(pending))
+                pending.clear()
+                held = 0
+    out.extend(flush(pending))
+    out.extend({"header": header} for header in sorted(headers))
+    out.append({"files": len(refs)})
+    return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
+
+
+def take_parts(
+    ref: FileRef,
+    parts: Iterator[pa.Table],
+    pending: list[tuple[FileRef, pa.Table]],
+    held: int,
+    out: list[dict[str, object]],
+    flush: Callable[[list[tuple[FileRef, pa.Table]]], list[dict[str, object]]],
+    finish: Callable[[pa.Table, str], pa.Table],
+    remove: Callable[[list[WrittenFile]], None],
+) -> int:
+    """One file's rows part by part into `pending` (or, past the flush bound, into data files of its own,
+    so that a later part's failure can take them back); returns the bytes the task then holds."""
+    mine: list[tuple[FileRef, pa.Table]] = []
+    own: list[dict[str, object]] = []  # result rows of data files holding only this file's rows
+    reason: str | None = None
+    try:
+        for part in parts:
+            table = finish(part, ref.uri)
+            mine.append((ref, table))
+            held += table.nbytes
+            if held >= _FLUSH_BYTES:
+                out.extend(flush(pending))
+                own.extend(flush(mine))
+                pending.clear()
+                mine, held = [], 0
+        if own:  # it spilled: the rest of it is written apart too
+            own.extend(flush(mine))
+            mine, held = [], 0
+    except FileDeclined as exc:
+        reason = exc.reason
+    reason = reason or next((str(r["reason"]) for r in own if r.get("event_id") is not None), None)
+    if reason is None:
+        out.extend(own)
+        pending.extend(mine)
+        return held
+    remove([from_row(r) for r in own if r.get("path") is not None])
+    out.append({"event_id": ref.event_id, "reason": reason})
+    return held - sum(t.nbytes for _, t in mine)
+
+
+def _fetched_ahead(
+    pool: ThreadPoolExecutor, refs: list[FileRef], aws: AwsOptions
+) -> Iterator[tuple[FileRef, Fetched]]:
+    """The task's objects in order, the next ones already downloading while one is parsed: a GET's
+    latency overlaps with parsing and with other GETs instead of adding to them."""
+    waiting: deque[tuple[FileRef, Future[Fetched]]] = deque()
+    upcoming = deque(refs)
+    in_flight = 0  # bytes, by `_fetch_cost`
+
+    def submit_more() -> None:
+        nonlocal in_flight
+        while upcoming and (
+            len(waiting) < _FETCH_AHEAD
+            or (
+                len(waiting) < _FETCH_AHEAD_MAX and in_flight + _fetch_cost(upcoming[0]) <= _FETCH_AHEAD_BYTES
+            )
+        ):
+            ref = upcoming.popleft()
+            in_flight += _fetch_cost(ref)
+            waiting.append((ref, pool.submit(fetch, ref, aws)))
+
+    submit_more()
+    while waiting:
+        ref, future = waiting.popleft()
+        in_flight -= _fetch_cost(ref)
+        submit_more()
+        yield ref, future.result()
+
+
+def _fetch_cost(ref: FileRef) -> int:
+    """`_held_bytes`, with an unknown size at the in-memory limit: downloads ahead never bet on it."""
+    held = held_bytes(ref)
+    return MAX_OBJECT_BYTES if held is None else held
+
+
+def _flush(
+    pending: list[tuple[FileRef, pa.Table]],
+    *,
+    table_uri: str,
+    aws: AwsOptions,
+    partition_by: tuple[str, ...],
+    parser: FileParser,
+    record_key: tuple[str, ...] | None,
+    ordering_field: str | None,
+    stage: bool = False,
+) -> list[dict[str, object]]:
+    if not pending:
+        return []
+    try:
+        # Files of one task may differ in columns (each has its own); an integer column of one file
+        # and a double column of another become double, as Spark's inference would have it.
+        table = pa.concat_tables([t for _, t in pending], promote_options="permissive")
+    except TYPE_ERRORS as exc:
+        return _declined(pending, f"types differ between files: {exc}")
+    odd = [f.name for f in table.schema if f.name not in FIXED and not parser.keeps_type(f.type)]
+    if odd:  # e.g. structs merged in an order Spark would not give
+        return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
+    schema_bytes = table.schema.serialize().to_pybytes()
+    if record_key is not None:
+        table = latest_rows.latest_if_reducible(table, record_key, ordering_field)
+    # An all-null column has no type yet: the table decides it; the file simply lacks the column.
+    stored = table.select([f.name for f in table.schema if not pa.types.is_null(f.type)])
+    files = write_partitioned(
+        stored, table_uri=table_uri, schema=stored.schema, options=aws, partition_by=partition_by
+    )
+    out: list[dict[str, object]] = [{**to_row(f), "schema": schema_bytes} for f in files]
+    if record_key is not None:  # a key the part lacks is null: the driver conforms the keys
+        keys = table.select([name for name in record_key if name in table.column_names])
+        if stage:
+            out.append(
+                {"staged": stage_table(keys, table_uri=table_uri, options=aws), "schema": schema_bytes}
+            )
+        else:
+            out.append({"rows": _ipc(keys), "schema": schema_bytes})
+    return out
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _declined(pending: list[tuple[FileRef, pa.Table]], reason: str) -> list[dict[str, object]]:
+    return [{"event_id": ref.event_id, "reason": reason} for ref, _ in pending]

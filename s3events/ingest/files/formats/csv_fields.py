@@ -1,0 +1,142 @@
+"""How a CSV object is split into fields on the fast path, with the reader options it takes: pyarrow's
+tokenizer where it agrees with Spark's (univocity), and the checks that tell where it does."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from s3events.ingest.files.lineage import LINEAGE_FIELDS
+
+_RESERVED = {f.name.lower() for f in LINEAGE_FIELDS} | {"_ingested_at", "_corrupt_record"}
+_SAFE_NAME = re.compile(r"^[^\x00-\x20`.]([^\x00-\x1f`.]*[^\x00-\x20`.])?$")
+
+# Spark's CSV parser (univocity, the line path's) stops at its maxColumns default: a wider file is one
+# error row on either path, which also bounds what parsing one file costs (about 16 KiB a column here).
+MAX_CSV_COLUMNS = 20_480
+
+
+def csv_fields(line: str, delimiter: str, quote: str) -> int:
+    """The fields of one CSV line (a header), split as the reader options say."""
+    if len(delimiter) == 1 and len(quote) == 1:  # Python's csv takes single characters only
+        with contextlib.suppress(csv.Error):  # e.g. a field over its size limit: count as below
+            return len(next(csv.reader([line], delimiter=delimiter, quotechar=quote), []))
+    return line.count(delimiter) + 1  # an upper bound
+
+
+def too_wide(fields: int) -> str:
+    return f"the header has {fields} columns, more than the {MAX_CSV_COLUMNS} Spark's CSV parser takes"
+
+
+@dataclass(frozen=True, slots=True)
+class CsvOptions:
+    """The target's reader options the fast path understands, with Spark's defaults."""
+
+    header: bool = True
+    delimiter: str = ","
+    quote: str = '"'
+    escape: str = "\\"
+
+
+SPARK_DEFAULTS = CsvOptions()
+
+
+def csv_options(reader_options: Mapping[str, str] | None) -> CsvOptions | None:
+    """The CSV options from a target's reader options, or None when one is set that the fast path does
+    not reproduce (then every file of the target takes the line path). Keys as the line path reads them:
+    `header` (true unless "false"), `sep` or `delimiter`, `quote`, `escape`, each one character."""
+    options = dict(reader_options or {})
+    header = options.pop("header", "true").lower() == "true"
+    chars = {}
+    for key in ("sep", "delimiter", "quote", "escape"):
+        if key in options:
+            value = options.pop(key)
+            if len(value) != 1 or value in "\r\n":
+                return None
+            chars[key] = value
+    if options or ("sep" in chars and "delimiter" in chars):
+        return None
+    parsed = CsvOptions(
+        header=header,
+        delimiter=chars.get("sep", chars.get("delimiter", ",")),
+        quote=chars.get("quote", '"'),
+        escape=chars.get("escape", "\\"),
+    )
+    if len({parsed.delimiter, parsed.quote, parsed.escape}) != 3:
+        return None
+    return parsed
+
+
+def _re2(char: str) -> str:
+    return f"\\x{{{ord(char):x}}}"
+
+
+def quotes_around_whole_fields(whole: pa.Array, options: CsvOptions) -> bool:
+    d, q = _re2(options.delimiter), _re2(options.quote)
+    field = f"(?:[^{d}{q}\\r]*|{q}[^{q}\\r]*{q})"
+    pattern = f"^{field}(?:{d}{field})*\\r?$"
+    lines = pc.list_flatten(pc.split_pattern(whole, "\n"))
+    quoted = lines.filter(pc.match_substring(lines, options.quote))
+    return bool(pc.all(pc.match_substring_regex(quoted, pattern)).as_py() is not False)
+
+
+def repeats_header(fields: pa.Table, names: list[str | None]) -> bool:
+    """Whether a data line has the header's fields (also when quoted otherwise, which Spark, comparing
+    lines as text, would keep: declining is safe). One pass over the first column, most often."""
+    rows = fields
+    for column, name in enumerate(names):
+        values = rows.column(column)
+        same = pc.is_null(values) if name is None else pc.fill_null(pc.equal(values, name), False)
+        rows = rows.filter(same)
+        if rows.num_rows == 0:
+            return False
+    return True
+
+
+def fields_of(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
+    """Every line's fields as strings (null for an empty field, quoted or not), header line included.
+    `data` must be valid UTF-8."""
+    parse = pacsv.ParseOptions(
+        delimiter=options.delimiter,
+        quote_char=options.quote,
+        double_quote=False,
+        escape_char=False,
+        newlines_in_values=False,
+        ignore_empty_lines=False,
+    )
+    width = pacsv.read_csv(
+        pa.py_buffer(first_line + b"\n"),
+        read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+        parse_options=parse,
+    ).num_columns
+    names = [f"f{i}" for i in range(width)]
+    return pacsv.read_csv(
+        pa.py_buffer(data),
+        read_options=pacsv.ReadOptions(column_names=names),
+        parse_options=parse,
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict.fromkeys(names, pa.string()),
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+            null_values=[""],
+            check_utf8=False,  # the caller checked the whole buffer
+        ),
+    )
+
+
+def header_problem(names: list[str | None], known: pa.Schema) -> str | None:
+    if any(n is None or not _SAFE_NAME.match(n) for n in names):
+        return "a header name is empty, padded, or holds a dot, backtick or control character"
+    if len({n.lower() for n in names if n}) != len(names) or _RESERVED & {n.lower() for n in names if n}:
+        return "header names clash (case-insensitive duplicates or lineage names)"
+    table = {n.lower(): n for n in known.names}
+    if any(n is not None and table.get(n.lower(), n) != n for n in names):
+        return "a header name differs from a table column only in case"
+    return None

@@ -1,0 +1,348 @@
+"""CSV objects parsed whole by pyarrow's C++ reader inside Spark executors: the CSV fast path's parser.
+
+The line path splits a CSV file into lines and parses each with Spark's from_csv against one schema: the
+declared one, or the table's columns followed by new ones named by the batch's first header line and
+typed by Spark's CSV inference over every data line; each file's first line is dropped as its header.
+Columns are matched by position, not by name. This parser gives the same rows only where that is
+certain, and otherwise returns a reason (the file then takes the line path):
+
+- UTF-8 throughout, no blank lines (the line path skips them, which pyarrow would do too, but a blank
+  first line would make the line path keep the real header as data), no b"\\r" but before b"\\n";
+- no escape character anywhere (Spark's default escape is a backslash), and a quote only around whole
+  fields holding neither quote nor line end (`"a,b"`); Spark's tokenizer and pyarrow's agree there;
+- every line has exactly as many fields as the schema (else from_csv marks it malformed);
+- the header names the columns (the table's keep their type, in any order; the table's columns a file
+  lacks are null, or filled from the key path), with names Spark keeps as they are;
+- every value converts as from_csv converts it (`+1` to 1, `007` to 7, an empty field to null) and, for
+  a new column, Spark's inference would give the type given here: integer, bigint, double (plain
+  decimals only: `5.`, `1e5`, `NaN` are inferred otherwise), boolean or string. A column whose values
+  could be dates or timestamps (or anything else Spark's lenient parsers might accept) is declined,
+  unless one value is plainly a string, which makes Spark infer string too (`csv_types`: each column is
+  read as strings once, then typed and converted by pyarrow's kernels, the cheapest checks first).
+
+`header` of the result is the file's first line, so that the fast path can check that every file of a
+batch has the same one (the line path takes one file's header for the whole batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from s3events.ingest.files.formats import csv_types
+from s3events.ingest.files.formats.base import (
+    BOM,
+    Body,
+    ParsedFile,
+    has_blank_lines,
+    is_spark_like,
+    known_columns,
+    line_count,
+    lone_carriage_return,
+    text,
+)
+from s3events.ingest.files.formats.csv_fields import (
+    MAX_CSV_COLUMNS,
+    SPARK_DEFAULTS,
+    CsvOptions,
+    csv_fields,
+    csv_options,
+    fields_of,
+    header_problem,
+    quotes_around_whole_fields,
+    repeats_header,
+    too_wide,
+)
+from s3events.ingest.files.frames import collected
+from s3events.ingest.files.line_parse import (
+    CORRUPT,
+    ddl,
+    declared_schema,
+    evolve,
+    permissive,
+    split_parsed,
+    with_corrupt,
+)
+from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE, LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
+
+SUPPORTED = csv_types.SUPPORTED  # column types whose from_csv conversion this parser reproduces exactly
+
+
+def fast_parser(
+    target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
+) -> CsvParser | None:
+    """The fast path's parser for the target, or None: reader options as `csv_options` takes them,
+    columns of the types `fast_path_supports` names, and a header or a declared schema."""
+    known = known_columns(declared, existing)
+    if not fast_path_supports(known):
+        return None
+    options = csv_options(target.reader_options)
+    if options is None or not (options.header or declared is not None):
+        return None
+    return CsvParser(known, declared is not None, options)
+
+
+def fast_path_supports(schema: pa.Schema) -> bool:
+    """Whether every column has a type whose from_csv conversion the fast path reproduces."""
+    return all(f.type in SUPPORTED for f in schema)
+
+
+@dataclass(frozen=True, slots=True)
+class CsvParser:
+    """`known`: the data columns with fixed types, in order (the declared schema, or the table's columns
+    without lineage); with `declared`, they are all the columns and headers are not looked at."""
+
+    known: pa.Schema
+    declared: bool
+    options: CsvOptions
+
+    @property
+    def schema_from_every_file(self) -> bool:
+        return True  # one header names every file's columns, one inference types them
+
+    @property
+    def new_columns_sorted(self) -> bool:
+        return False  # in header order
+
+    def keeps_type(self, t: pa.DataType) -> bool:
+        return is_spark_like(t)  # int32, int64, double, bool, string
+
+    def parse(
+        self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
+    ) -> ParsedFile:
+        return parse_csv(data, file, etag, known=self.known, declared=self.declared, options=self.options)
+
+
+def parse_csv(
+    data: bytes,
+    file: FileRef,
+    etag: str | None,
+    *,
+    known: pa.Schema,
+    declared: bool,
+    options: CsvOptions = SPARK_DEFAULTS,
+) -> ParsedFile:
+    """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it."""
+    if data.startswith(BOM):
+        data = data[len(BOM) :]
+    body = Body.of(data)
+    first_line = body.first_line().removesuffix(b"\r")
+    # A first line that is blank to the line path (it trims spaces) is no header there: it is skipped.
+    named = options.header and bool(first_line.strip(b" "))
+    header = first_line.decode("utf-8", errors="replace") if named else None
+    problem = _buffer_problem(body, header, options, declared)
+    if problem is not None:
+        return ParsedFile(None, problem, header)
+    lines = line_count(body)
+    try:
+        fields = fields_of(data, first_line, options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        return ParsedFile(None, f"pyarrow: {exc}", header)
+    names: list[str | None] = []
+    if options.header:
+        names = list(fields.slice(0, 1).to_pylist()[0].values())
+        fields = fields.slice(1)
+    typed = _typed(fields, lines, names, known, declared, options)
+    if isinstance(typed, str):
+        return ParsedFile(None, typed, header)
+    arrays, out_fields = typed
+    first = 2 if options.header else 1
+    lineage = lineage_columns(file, etag, first, fields.num_rows)
+    table = pa.Table.from_arrays([*lineage, *arrays], schema=pa.schema([*LINEAGE_FIELDS, *out_fields]))
+    return ParsedFile(table, None, header)
+
+
+def _buffer_problem(body: Body, header: str | None, options: CsvOptions, declared: bool) -> str | None:
+    """Why the whole buffer cannot be split into fields as the line path splits it, if it cannot."""
+    if not body:
+        return "empty"
+    try:
+        whole = text(body)  # validated once, kept for the quote check
+    except pa.ArrowInvalid:
+        return "not valid UTF-8"
+    if has_blank_lines(body):
+        return "has blank lines"
+    if lone_carriage_return(body):
+        return "has a carriage return inside a line"
+    if options.escape.encode() in body:
+        return f"holds the escape character {options.escape!r}"
+    if options.quote.encode() in body and not quotes_around_whole_fields(whole, options):
+        return "quotes other than around whole fields"
+    width = csv_fields(header, options.delimiter, options.quote) if header is not None else 0
+    if width > MAX_CSV_COLUMNS:
+        return too_wide(width)  # the line path makes it one error row
+    if not options.header and not declared:
+        return "no header and no declared schema"
+    return None
+
+
+def _typed(
+    fields: pa.Table,
+    lines: int,
+    names: list[str | None],
+    known: pa.Schema,
+    declared: bool,
+    options: CsvOptions,
+) -> tuple[list[pa.ChunkedArray], list[pa.Field]] | str:
+    """The data lines' fields as from_csv converts them, with their columns; or why they may not be."""
+    if fields.num_rows != lines - (1 if options.header else 0):
+        return f"{fields.num_rows} records on {lines} lines"
+    if fields.num_rows == 0:
+        return "no data lines"
+    if options.header and repeats_header(fields, names):
+        return "a data line equals the header (Spark's inference skips such lines)"
+    if declared:
+        columns: list[pa.Field | str] = list(known)
+    else:
+        problem = header_problem(names, known)
+        if problem:
+            return problem
+        types = {f.name: f for f in known}
+        columns = [types.get(n, n) for n in names if n is not None]
+    if len(columns) != fields.num_columns:
+        return f"{fields.num_columns} fields where the schema has {len(columns)}"
+    arrays, out_fields = [], []
+    for column, values in zip(columns, fields.columns, strict=True):
+        if isinstance(column, str):  # a new column: typed as Spark infers it, converted on the way
+            inferred = csv_types.infer(values)
+            if isinstance(inferred, str):
+                return f"column {column}: {inferred}"
+            column, converted = pa.field(column, inferred[0]), inferred[1]
+        else:
+            converted = csv_types.convert(values, column.type)
+            if converted is None:
+                return f"column {column.name}: a value from_csv would not convert to {column.type}"
+        arrays.append(converted)
+        out_fields.append(pa.field(column.name, column.type))
+    return arrays, out_fields
+
+
+# -- the line path: Spark's from_csv, line by line ---------------------------------------------------------
+
+
+def parse_lines(
+    spark: SparkSession,
+    ok: DataFrame,
+    target: TargetSpec,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    """(rows, error rows) of non-blank CSV lines. from_csv maps fields by position, so each file is
+    parsed by its own header: files of one batch whose headers differ (the same columns in another
+    order, or other columns) are parsed a group per distinct header, the groups' rows joined by name."""
+    if options.pop("header", "true").lower() != "true":
+        return _parse_group(spark, ok, None, target, options, existing, cached)
+    headers = ok.where(F.col("_source_line") == 1)
+    ok = ok.where(F.col("_source_line") != 1)
+    distinct = [row["value"] for row in collected(headers.select("value").distinct())]
+    sep, quote = options.get("sep", options.get("delimiter", ",")), options.get("quote", '"')
+    wide = {line: n for line in distinct if (n := csv_fields(line, sep, quote)) > MAX_CSV_COLUMNS}
+    if wide:  # Spark's parser fails the whole job on such a line: these files become one error row each
+        why = [(h, too_wide(n)) for h, n in wide.items()]
+        reasons = spark.createDataFrame(why, "value string, error string")
+        rejected = headers.join(F.broadcast(reasons), "value").select(
+            *[F.lit(None).cast("long").alias(c) if c == "_source_line" else F.col(c) for c in LINEAGE],
+            F.lit(None).cast("string").alias("raw"),
+            "error",
+        )
+        files = F.broadcast(rejected.select("_source_file"))
+        ok = ok.join(files, "_source_file", "left_anti")
+        headers = headers.join(files, "_source_file", "left_anti")
+        narrow = [h for h in distinct if h not in wide]
+        good, bad = _parse_headers(spark, ok, headers, narrow, target, options, existing, cached)
+        return good, bad.unionByName(rejected)
+    return _parse_headers(spark, ok, headers, distinct, target, options, existing, cached)
+
+
+def _parse_headers(
+    spark: SparkSession,
+    ok: DataFrame,
+    headers: DataFrame,
+    distinct: list[str],
+    target: TargetSpec,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    if len(distinct) <= 1:
+        return _parse_group(spark, ok, headers, target, options, existing, cached)
+    goods, bads = [], []
+    known = existing
+    for line in sorted(distinct):
+        group_headers = headers.where(F.col("value") == F.lit(line))
+        group = ok.join(F.broadcast(group_headers.select("_source_file")), "_source_file", "left_semi")
+        good, bad = _parse_group(spark, group, group_headers, target, options, known, cached)
+        goods.append(good)
+        bads.append(bad)
+        known = _with_new_columns(known, good)  # later groups keep the types earlier ones gave
+    good = goods[0]
+    for other in goods[1:]:
+        good = good.unionByName(other, allowMissingColumns=True)
+    bad = bads[0]
+    for other in bads[1:]:
+        bad = bad.unionByName(other)
+    return good, bad
+
+
+def _parse_group(
+    spark: SparkSession,
+    ok: DataFrame,
+    headers: DataFrame | None,
+    target: TargetSpec,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    schema = _line_schema(spark, target, headers, ok, options, existing)
+    parsed = ok.withColumn("p", F.from_csv("value", ddl(with_corrupt(schema)), permissive(options)))
+    return split_parsed(parsed, schema, F.lit(f"does not match the CSV schema {ddl(schema)}"), cached)
+
+
+def _with_new_columns(existing: pa.Schema | None, rows: DataFrame) -> pa.Schema:
+    """`existing` plus the data columns of `rows` it lacks (lineage columns are the writer's)."""
+    known = list(existing) if existing is not None else []
+    names = {f.name for f in known}
+    added = T.StructType([f for f in rows.schema.fields if f.name not in names and f.name not in LINEAGE])
+    return pa.schema([*known, *to_arrow_schema(added)])
+
+
+def _line_schema(
+    spark: SparkSession,
+    target: TargetSpec,
+    headers: DataFrame | None,
+    ok: DataFrame,
+    options: dict[str, str],
+    existing: pa.Schema | None,
+) -> T.StructType:
+    declared = declared_schema(target)
+    if declared is not None:
+        return declared
+    if headers is None:
+        raise ValueError(
+            f"target {target.name}: csv without a header needs s3events.ingest.target.<name>.schema"
+        )
+    first = headers.select("value").limit(1)
+    if first.isEmpty():
+        return evolve(existing, T.StructType([]))
+    # Stays in the JVM: the header line first (Spark takes a Dataset's first line as the header), then
+    # the data lines of every file.
+    sample = first.union(ok.select("value"))
+    inferred = (
+        spark.read.options(**options).option("header", True).option("inferSchema", True).csv(sample).schema
+    )
+    if existing is None:
+        return evolve(existing, inferred)
+    # from_csv maps fields by position: the schema is the header's columns, in its order, those the table
+    # has keeping its type (the table's other columns, e.g. partition values from the key path, are not
+    # in the lines: they are added after parsing).
+    table = {f.name: f for f in from_arrow_schema(existing).fields}
+    skip = {*LINEAGE, INGESTED_AT, CORRUPT}
+    return T.StructType([table.get(f.name, f) for f in inferred.fields if f.name not in skip])

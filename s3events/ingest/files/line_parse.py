@@ -1,0 +1,68 @@
+"""What the line path's text formats share when Spark parses their lines (`formats/json_format.py`,
+`formats/csv_format.py`): the target's declared schema, the schema evolution rule, PERMISSIVE parsing,
+and the split of parsed lines into rows and error rows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from s3events.ingest.files.lineage import FIXED, LINEAGE
+from s3events.ingest.target import TargetSpec
+
+CORRUPT = "_corrupt_record"
+
+
+def declared_schema(target: TargetSpec) -> T.StructType | None:
+    """The target's declared schema (`schema` key), a bare type as one column named `value`."""
+    if not target.schema_ddl:
+        return None
+    parsed = T.StructType.fromDDL(target.schema_ddl)
+    return parsed if isinstance(parsed, T.StructType) else T.StructType([T.StructField("value", parsed)])
+
+
+def evolve(existing: pa.Schema | None, inferred: T.StructType) -> T.StructType:
+    """Existing columns keep their type (a conflicting value becomes an error row); new ones are added."""
+    fields = [f for f in inferred.fields if f.name != CORRUPT and f.name not in FIXED]
+    if existing is None:
+        return T.StructType(fields)
+    known = from_arrow_schema(existing)
+    kept = [f for f in known.fields if f.name not in FIXED]
+    names = {f.name for f in kept} | FIXED
+    return T.StructType(
+        kept + [T.StructField(f.name, f.dataType, True) for f in fields if f.name not in names]
+    )
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """A Spark schema as the target's Arrow schema: every column nullable, timestamps in UTC."""
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    return pa.schema([f.with_nullable(True) for f in arrow])
+
+
+def split_parsed(
+    parsed: DataFrame, schema: T.StructType, invalid_reason: Column, cached: list[DataFrame]
+) -> tuple[DataFrame, DataFrame]:
+    """(rows, error rows) of lines parsed into the struct column `p` (PERMISSIVE, see `permissive`)."""
+    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)  # parse once for the error rows and the write
+    cached.append(parsed)
+    is_bad = F.col("p").isNull() | F.col(f"p.{CORRUPT}").isNotNull()
+    bad = parsed.where(is_bad).select(*LINEAGE, F.col("value").alias("raw"), invalid_reason.alias("error"))
+    good = parsed.where(~is_bad).select(*LINEAGE, *[F.col(f"p.`{f.name}`").alias(f.name) for f in schema])
+    return good, bad
+
+
+def permissive(options: dict[str, str]) -> dict[str, str]:
+    return {**options, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+
+
+def with_corrupt(schema: T.StructType) -> T.StructType:
+    return T.StructType([*schema.fields, T.StructField(CORRUPT, T.StringType())])
+
+
+def ddl(schema: T.StructType) -> str:
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)

@@ -1,0 +1,171 @@
+"""The line path: every format, every file, through Spark. A text format's objects are split into lines
+on the executors (`objects.read_lines`), parsed line by line by the format's Spark parser (from_json,
+from_csv), and a Parquet batch is read file by file; the post-parse stage (`post_parse`) then shapes the
+rows, which the executors write as Parquet (append) or hand to the driver (merge).
+
+It reads any file the fast path declined, and records bad lines one by one as error rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime
+from functools import partial
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from s3events.infra.aws import AwsOptions
+from s3events.infra.parquet_files import (
+    WRITTEN_FILE_SCHEMA,
+    WrittenFile,
+    from_row,
+    stage_table,
+    take_staged,
+    write_partitioned,
+    written_files_batch,
+)
+from s3events.ingest.files import post_parse
+from s3events.ingest.files.formats import csv_format, json_format, parquet_format, text_format
+from s3events.ingest.files.frames import collected, files_frame
+from s3events.ingest.files.line_parse import arrow_schema
+from s3events.ingest.files.lineage import LINEAGE
+from s3events.ingest.files.merge_input import MergeInput
+from s3events.ingest.files.objects import LINE_SCHEMA, read_lines
+from s3events.ingest.files.post_parse import ReadOutput
+from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
+
+_TARGET_FILE_BYTES = 256 << 20  # aim for output files of about this size
+_MIN_SHARED_BYTES = 32 << 20  # below this per core, one task writes (no tiny files for small batches)
+_LINE_PARSERS = {"json": json_format.parse_lines, "csv": csv_format.parse_lines}
+
+
+def run_line_path(
+    spark: SparkSession,
+    files: tuple[FileRef, ...],
+    target: TargetSpec,
+    existing_schema: pa.Schema | None,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> ReadOutput:
+    """The general path: every format, every line through Spark (from_json / from_csv / text)."""
+    frame = files_frame(spark, files)
+    cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
+    if target.format == "parquet":
+        good, bad = parquet_format.read_on_spark(spark, frame, aws, existing_schema, cached)
+    else:
+        lines = frame.map(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
+        cached.append(lines.persist(StorageLevel.MEMORY_AND_DISK))
+        good, bad = _parse_lines(spark, cached[0], target, existing_schema, cached)
+    try:
+        good = post_parse.finish_rows(
+            good, partition_by=target.partition_by, ingested_at=ingested_at, existing=existing_schema
+        )
+        schema = arrow_schema(good.schema)
+        errors, failed = post_parse.error_rows(bad, ingested_at)
+        out = ReadOutput(schema=schema, errors=errors, failed_files=failed)
+        if target.mode == "merge":
+            latest = post_parse.latest_per_key(good, target)
+            out.merge = MergeInput.held(_staged_rows(latest, target, aws).cast(schema))
+            out.rows = out.merge.num_rows
+        else:
+            out.files = _write(good, target, schema, aws, sum(f.size or 0 for f in files))
+            out.rows = sum(f.num_records for f in out.files)
+        return out
+    finally:
+        for persisted in cached:
+            persisted.unpersist()
+
+
+def _read_lines_partition(refs: Iterator[FileRef], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
+    for ref in refs:
+        yield from read_lines(ref, aws)
+
+
+def _parse_lines(
+    spark: SparkSession,
+    lines: DataFrame,
+    target: TargetSpec,
+    existing: pa.Schema | None,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    options = dict(target.reader_options or {})
+    read_errors = lines.where(F.col("_error").isNotNull()).select(
+        *LINEAGE, F.col("value").alias("raw"), F.col("_error").alias("error")
+    )
+    # All or nothing per file: a file that broke mid-stream (corrupt gzip, ...) contributes no rows.
+    broken = lines.where(F.col("_error").isNotNull() & F.col("_source_line").isNull()).select("_source_file")
+    ok = lines.where(F.col("_error").isNull()).join(
+        F.broadcast(broken.distinct()), "_source_file", "left_anti"
+    )
+    if target.format == "text":
+        return text_format.parse_lines(ok), read_errors
+    # Blank lines carry no record in JSON lines or CSV: skipped, not errors.
+    ok = ok.where(F.trim(F.col("value")) != "")
+    good, bad = _LINE_PARSERS[target.format](spark, ok, target, options, existing, cached)
+    return good, read_errors.unionByName(bad)
+
+
+def _staged_rows(df: DataFrame, target: TargetSpec, aws: AwsOptions) -> pa.Table:
+    """`df` in the driver, each partition handed over through the target's staging directory: collected,
+    a merge batch's rows would all be in the driver's JVM at once (measured: docs/architecture.md)."""
+    stage = partial(_stage_partition, table_uri=target.path, aws=aws)
+    staged = [r["staged"] for r in collected(df.mapInArrow(stage, "staged string"))]
+    tables = take_staged(target.path, staged, aws)
+    schema = arrow_schema(df.schema)
+    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+
+
+def _stage_partition(
+    batches: Iterator[pa.RecordBatch], *, table_uri: str, aws: AwsOptions
+) -> Iterator[pa.RecordBatch]:
+    received = [batch for batch in batches if batch.num_rows]
+    if received:
+        staged = stage_table(pa.Table.from_batches(received), table_uri=table_uri, options=aws)
+        yield pa.record_batch({"staged": [staged]})
+
+
+def _write(
+    df: DataFrame, target: TargetSpec, schema: pa.Schema, aws: AwsOptions, total_bytes: int
+) -> list[WrittenFile]:
+    if target.partition_by:
+        df = df.repartition(*[F.col(f"`{p}`") for p in target.partition_by])
+    else:
+        # Files of about _TARGET_FILE_BYTES, but every core busy once there is enough to share.
+        cores = df.sparkSession.sparkContext.defaultParallelism
+        shared = min(cores, math.ceil(total_bytes / _MIN_SHARED_BYTES))
+        df = df.coalesce(max(1, shared, math.ceil(total_bytes / _TARGET_FILE_BYTES)))
+    written = df.mapInArrow(
+        partial(
+            _write_partition, table_uri=target.path, schema=schema, aws=aws, partition_by=target.partition_by
+        ),
+        from_arrow_schema(WRITTEN_FILE_SCHEMA),
+    )
+    return [from_row(row) for row in collected(written)]
+
+
+def _write_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    table_uri: str,
+    schema: pa.Schema,
+    aws: AwsOptions,
+    partition_by: tuple[str, ...],
+) -> Iterator[pa.RecordBatch]:
+    received = list(batches)
+    if not received:
+        return
+    files = write_partitioned(
+        pa.Table.from_batches(received),
+        table_uri=table_uri,
+        schema=schema,
+        options=aws,
+        partition_by=partition_by,
+    )
+    if files:
+        yield written_files_batch(files)
