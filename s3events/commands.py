@@ -17,7 +17,7 @@ from s3events.config import Settings, keys, load_settings
 
 if TYPE_CHECKING:
     from s3events.maintenance.model import TableToMaintain
-    from s3events.observe.metrics import Metrics
+    from s3events.process_metrics import Metrics
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG, EXIT_FATAL = 0, 1, 2, 3
 
@@ -76,7 +76,7 @@ def _load(args: argparse.Namespace, command: str) -> Settings:
 def _observe(settings: Settings, cleanup: ExitStack) -> Metrics:
     """This process's metrics, served on s3events.metrics.port while the command runs (0: not served)."""
     from s3events.observe.server import serve
-    from s3events.observe.metrics import Metrics
+    from s3events.process_metrics import Metrics
 
     metrics = Metrics()
     port = settings.get(keys.METRICS_PORT)

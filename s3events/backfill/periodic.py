@@ -18,7 +18,7 @@ from s3events.backfill.run import Backfill, build_backfill, configured_sources
 from s3events.config import Settings, keys
 
 if TYPE_CHECKING:
-    from s3events.observe.metrics import Metrics
+    from s3events.backfill.metrics import BackfillObserved
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class PeriodicBackfill:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, stop: Callable[[], bool], metrics: Metrics | None = None
+        cls, settings: Settings, *, stop: Callable[[], bool], metrics: BackfillObserved | None = None
     ) -> PeriodicBackfill | None:
         """The periodic pass `s3events.backfill.interval.seconds` asks for; None when it is 0 (off)."""
         interval = settings.get(keys.BACKFILL_INTERVAL_SECONDS)

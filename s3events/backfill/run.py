@@ -37,7 +37,7 @@ from s3events.infra import aws
 from s3events.metadata.table import CommitResult
 
 if TYPE_CHECKING:
-    from s3events.observe.metrics import Metrics
+    from s3events.backfill.metrics import BackfillObserved
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,9 @@ class Backfill:
         report.table_version = result.version
 
 
-def build_backfill(settings: Settings, *, page_size: int = 1000, metrics: Metrics | None = None) -> Backfill:
+def build_backfill(
+    settings: Settings, *, page_size: int = 1000, metrics: BackfillObserved | None = None
+) -> Backfill:
     options = aws.options_from(settings)
     window = timedelta(days=settings.get(keys.METADATA_DEDUPE_WINDOW_DAYS))
     table = BackfillTable(
@@ -218,7 +220,7 @@ def run_backfill(
     options: BackfillOptions | None = None,
     progress: Progress | None = None,
     stop: Callable[[], bool] = lambda: False,
-    metrics: Metrics | None = None,
+    metrics: BackfillObserved | None = None,
 ) -> BackfillReport:
     """One pass over `sources` (s3:// URIs), else over `s3events.backfill.sources`.
 

@@ -19,7 +19,7 @@ from s3events.metadata.table import MetadataTable, QuarantineTable
 from s3events.runloop import StopFlag, run_loop
 
 if TYPE_CHECKING:
-    from s3events.observe.metrics import Metrics
+    from s3events.capture.metrics import CaptureObserved
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def run_capture(
     min_interval_seconds: float | None = None,
     stop: StopFlag | None = None,
     housekeeping: Callable[[], object] | None = None,
-    metrics: Metrics | None = None,
+    metrics: CaptureObserved | None = None,
 ) -> CaptureTotals:
     """Capture cycles until the queue is drained (`once`) or a stop signal; `housekeeping` runs between
     cycles in this thread (the CLI passes table maintenance in --continuous runs). Each cycle's result
@@ -141,6 +141,11 @@ def run_capture(
     finally:
         unwatch()
         capture.close()
+    _log_finished(totals, time.monotonic() - started)
+    return totals
+
+
+def _log_finished(totals: CaptureTotals, elapsed: float) -> None:
     log.info(
         "capture finished: cycles=%d received=%d written=%d duplicates=%d poison=%d deleted=%d "
         "table_version=%s elapsed=%.1fs",
@@ -151,12 +156,11 @@ def run_capture(
         totals.poison,
         totals.deleted,
         totals.table_version,
-        time.monotonic() - started,
+        elapsed,
     )
-    return totals
 
 
-def _watch(capture: Capture, metrics: Metrics | None) -> Callable[[], None]:
+def _watch(capture: Capture, metrics: CaptureObserved | None) -> Callable[[], None]:
     """Gauge the messages in hand and count the SQS client's retries; returns what stops the watching."""
     if metrics is None:
         return lambda: None

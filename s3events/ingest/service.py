@@ -23,7 +23,7 @@ from s3events.ingest.target_table import ErrorTable, TargetTable
 from s3events.runloop import StopFlag, run_loop
 
 if TYPE_CHECKING:
-    from s3events.observe.metrics import Metrics
+    from s3events.ingest.metrics import IngestObserved
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def run_ingest(
     stop: StopFlag | None = None,
     spark: Any = None,
     housekeeping: Callable[[], object] | None = None,
-    metrics: Metrics | None = None,
+    metrics: IngestObserved | None = None,
 ) -> IngestTotals:
     """Ingest cycles until caught up with what was there at start (`once`) or a stop signal;
     `housekeeping` runs between cycles in this thread (the CLI passes table maintenance in --continuous

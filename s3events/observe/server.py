@@ -5,14 +5,19 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from prometheus_client import start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
 
 from s3events.errors import FatalError
-from s3events.observe.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+class Registered(Protocol):
+    """A process's metrics: every group in one registry."""
+
+    registry: CollectorRegistry
 
 
 @dataclass
@@ -32,7 +37,7 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def serve(metrics: Metrics, *, host: str, port: int) -> MetricsServer:
+def serve(metrics: Registered, *, host: str, port: int) -> MetricsServer:
     """Serve `metrics` on a daemon thread. A port in use is a fatal start-up error (exit 3)."""
     try:
         server, thread = start_http_server(port, addr=host, registry=metrics.registry)

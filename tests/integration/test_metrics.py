@@ -24,8 +24,8 @@ from s3events.capture.service import run_capture
 from s3events.config import load_settings
 from s3events.dev.local_endpoint import free_port
 from s3events.ingest.service import run_ingest
-from s3events.observe.metrics import Metrics
 from s3events.observe.server import serve
+from s3events.process_metrics import Metrics
 from tests.conftest import Stack, write_metadata_version
 
 pytestmark = pytest.mark.integration

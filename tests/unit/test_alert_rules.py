@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from s3events.observe.metrics import Metrics
+from s3events.process_metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"

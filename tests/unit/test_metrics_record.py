@@ -17,10 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from s3events.capture.cycle import CycleResult
 from s3events.ingest.cycle import BatchReport, IngestCycle, TargetProgress
 from s3events.ingest.files import objects
+from s3events.ingest.metrics import skip_kind
 from s3events.ingest.model import Checkpoint
 from s3events.maintenance.model import TableReport
 from s3events.observe.aws_retries import watch_retries
-from s3events.observe.metrics import Metrics, skip_kind
+from s3events.process_metrics import Metrics
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
