@@ -120,8 +120,7 @@ def write_data_file(
     values = {col: (v if v else None) for col, v in (partition_values or {}).items()}
     file_schema = pa.schema([f for f in schema if f.name not in values])
     filesystem, root = _filesystem(table_uri, options)
-    directory = partition_path(values)
-    relative = f"{directory}/part-{uuid.uuid4()}.parquet" if directory else f"part-{uuid.uuid4()}.parquet"
+    relative = _new_file(values)
     target = f"{root}/{relative}"
     stats = FileStats(file_schema)
     sink: Any = None
@@ -133,9 +132,7 @@ def write_data_file(
                 continue
             batch = _conform(batch, file_schema, schema)
             if writer is None:
-                if isinstance(filesystem, pafs.LocalFileSystem):
-                    filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
-                sink = filesystem.open_output_stream(target)
+                sink = _open_sink(filesystem, target)
                 writer = pq.ParquetWriter(
                     sink,
                     file_schema,
@@ -162,6 +159,18 @@ def write_data_file(
         modification_time=int(time.time() * 1000),
         stats=stats.to_json(),
     )
+
+
+def _new_file(values: Mapping[str, str | None]) -> str:
+    """A new data file's path relative to the table root: `<partition path>/part-<uuid4>.parquet`."""
+    directory = partition_path(values)
+    return f"{directory}/part-{uuid.uuid4()}.parquet" if directory else f"part-{uuid.uuid4()}.parquet"
+
+
+def _open_sink(filesystem: pafs.FileSystem, target: str) -> Any:
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    return filesystem.open_output_stream(target)
 
 
 def write_partitioned(

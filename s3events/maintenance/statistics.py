@@ -41,9 +41,13 @@ def lossy_files(path: str, storage: aws.StorageOptions) -> Callable[[DeltaTable]
     return choose
 
 
-def repair(path: str, storage: aws.StorageOptions, *, label: str) -> int:
-    """Restate every lossy file; how many were."""
-    return delta_stats.restate(path, aws.resolve(storage), lossy_files(path, storage), label=label)
+def restate_lossy(path: str, storage: aws.StorageOptions, table: DeltaTable, *, dry_run: bool) -> int:
+    """Restate every lossy file of the table at `path` (`table`: its snapshot now); how many were (with
+    `dry_run`, would be)."""
+    choose = lossy_files(path, storage)
+    if dry_run:
+        return len(choose(table))
+    return delta_stats.restate(path, aws.resolve(storage), choose, label=path)
 
 
 def _repaired(table: DeltaTable) -> bool:

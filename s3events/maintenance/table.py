@@ -83,11 +83,7 @@ def maintain(
         since = f"{keep.since:%Y-%m-%dT%H:%M:%SZ}"
         report.notes.append(f"keeping the change feed since {since} for {keep.reader}")
     # 1. restate the files whose statistics could mislead a reader (see maintenance/statistics.py)
-    report.restated = (
-        len(statistics.lossy_files(table.path, storage)(opened))
-        if options.dry_run
-        else statistics.repair(table.path, storage, label=table.label)
-    )
+    report.restated = statistics.restate_lossy(table.path, storage, opened, dry_run=options.dry_run)
     # 2. compact every partition (or the unpartitioned table) where two small files can become one
     crowded = _crowded(files, options, min_small=2)
     if options.dry_run:
@@ -101,24 +97,8 @@ def maintain(
     report.checkpoint = checkpointed is None or version - checkpointed >= options.checkpoint_interval
     if report.checkpoint and not options.dry_run:
         current.create_checkpoint()
-    # 4. log cleanup behind the checkpoint, keeping what a lagging reader needs
-    days = log_retention_days(options.log_retention_days, now=now, keep=keep)
-    report.logs_kept_days = days
-    if not options.dry_run:
-        _set_log_retention(table.path, storage, f"interval {days} days")
-        current = _open(table.path, storage)
-        current.cleanup_metadata()
-    # 5. vacuum
-    hours = vacuum_retention_hours(options.vacuum_retention_hours, now=now, keep=keep)
-    report.vacuum_retention_hours = hours
-    removed = current.vacuum(
-        retention_hours=hours,
-        dry_run=options.dry_run,
-        full=True,  # also untracked files: a killed writer's, change data past retention
-        enforce_retention_duration=False,  # our floor (7 days) is the key's; `hours` never goes below it
-        commit_properties=CommitProperties(custom_metadata=_WRITER),
-    )
-    report.vacuumed = len(removed)
+    # 4. log cleanup behind the checkpoint and 5. vacuum, keeping what a lagging reader needs
+    _clean(table.path, storage, options, now=now, keep=keep, report=report)
     # 6. record the pass (the checkpoint's version, the statistics repaired) as app transactions
     if not options.dry_run:
         current = _open(table.path, storage)
@@ -128,6 +108,33 @@ def maintain(
         _record(table.path, storage, marks)
     _measure_after(report, _open(table.path, storage), started)
     return report
+
+
+def _clean(
+    path: str,
+    storage: aws.StorageOptions,
+    options: MaintenanceOptions,
+    *,
+    now: datetime,
+    keep: Keep | None,
+    report: TableReport,
+) -> None:
+    """Steps 4 and 5 of a pass: log cleanup behind the checkpoint, then vacuum."""
+    days = log_retention_days(options.log_retention_days, now=now, keep=keep)
+    report.logs_kept_days = days
+    if not options.dry_run:
+        _set_log_retention(path, storage, f"interval {days} days")
+        _open(path, storage).cleanup_metadata()
+    hours = vacuum_retention_hours(options.vacuum_retention_hours, now=now, keep=keep)
+    report.vacuum_retention_hours = hours
+    removed = _open(path, storage).vacuum(
+        retention_hours=hours,
+        dry_run=options.dry_run,
+        full=True,  # also untracked files: a killed writer's, change data past retention
+        enforce_retention_duration=False,  # our floor (7 days) is the key's; `hours` never goes below it
+        commit_properties=CommitProperties(custom_metadata=_WRITER),
+    )
+    report.vacuumed = len(removed)
 
 
 def compact_if_crowded(
