@@ -19,7 +19,9 @@ _COLUMNS = ["bucket", "key", "etag", "version_id", "size", "event_time", "event_
 
 
 @dataclass(frozen=True, slots=True)
-class Changes:
+class ChangeRows:
+    """What `MetadataFeed.changes_after` read (the `ports.Changes` of a metadata table)."""
+
     rows: list[FileRef]
     latest_version: int  # the metadata version read up to (inclusive)
 
@@ -71,12 +73,12 @@ class MetadataFeed:
         table = self._handle.latest()  # an outage: a TransientError in one line
         return None if table is None else int(table.version())
 
-    def changes_after(self, version: int, *, up_to: int) -> Changes:
+    def changes_after(self, version: int, *, up_to: int) -> ChangeRows:
         """Inserted and refreshed rows of metadata versions (version, up_to], as FileRefs. A refreshed row
         (`update_postimage`) is an object created again (`MetadataTable`): `recreated`."""
         table = self._handle.latest()
         if table is None or up_to <= version:
-            return Changes([], max(up_to, version))
+            return ChangeRows([], max(up_to, version))
         try:
             reader = table.load_cdf(
                 starting_version=version + 1,
@@ -109,7 +111,7 @@ class MetadataFeed:
             )
             for r in changes.to_pylist()
         ]
-        return Changes(rows, up_to)
+        return ChangeRows(rows, up_to)
 
     def has_version(self, version: int) -> bool:
         """Whether commit `version` exists: a HEAD of its log entry on S3 (a stat on a local table), much

@@ -20,7 +20,7 @@ import pytest
 
 from s3events.errors import CheckpointError, CommitConflict, FatalError
 from s3events.ingest.cycle import Ingest, Target
-from s3events.ingest.feed import Changes
+from s3events.ingest.feed import ChangeRows as Changes
 from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits
 from s3events.ingest.plan import Route, ensure_forward
 from s3events.ingest.target import TargetSpec

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from s3events.ingest.cycle import Ingest
-from s3events.ingest.feed import Changes
+from s3events.ingest.feed import ChangeRows as Changes
 
 
 class Clock:
