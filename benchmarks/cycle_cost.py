@@ -87,6 +87,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import Measure, Run, add_common, cpu_by_process, median, smoke
+from benchmarks.harness import load_text as load
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint, PatchedMotoServer
 from s3events.capture.service import build_capture
 from s3events.config import Settings, load_settings
@@ -781,11 +782,6 @@ def report(points: list[Point], args: argparse.Namespace, dlt_note: str, with_dl
         f"{FLAT}x, nearly = under 2x) while the bucket grew {last.size / first.size:.0f}x and the listing "
         f"baseline {listing_cpu:.2f}x ({listing_wall:.2f}x wall)"
     )
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
 
 
 # -- main ---------------------------------------------------------------------------------------------------

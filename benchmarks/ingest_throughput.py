@@ -87,7 +87,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from benchmarks.harness import Measure, Run, add_common, load_average, median, ratio, smoke
+from benchmarks.harness import Measure, Run, add_common, load_text, median, ratio, smoke
 from benchmarks.harness.baselines import READERS, pyarrow_to_delta, read_with_pyarrow, spark_to_parquet
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from s3events.config import Settings, load_settings
@@ -380,11 +380,6 @@ def split_text(split: dict[str, float]) -> str:
     """CPU by process, the ones that used any: `(driver 0.05, jvm 0.12, workers 1.50, moto 0.18)`."""
     used = [f"{k} {v:.2f}" for k, v in split.items() if v >= 0.005]
     return f"({', '.join(used)})" if used else ""
-
-
-def load_text() -> str:
-    one, five, fifteen = load_average()
-    return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
 
 
 def main() -> int:

@@ -78,11 +78,11 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.harness import MemorySampler, Run, add_common, median, rss_bytes, smoke
+from benchmarks.harness import load_text as load
 from benchmarks.harness.baselines import delta_merge
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
 from benchmarks.harness.procs import descendant, malloc_trim, reset_peak
 from benchmarks.ingest_throughput import BUCKET, TARGET, ingest_settings, write_metadata
-from benchmarks.ingest_throughput import load_text as load
 from s3events.infra import aws
 
 SEED_ROWS = 1_000

@@ -3,7 +3,7 @@ and results written as JSON lines (`Run`). Scripts use only the public names of 
 
 from benchmarks.harness.cli import add_common, smoke
 from benchmarks.harness.procs import Measure, MemorySampler, cpu_by_process, rss_bytes
-from benchmarks.harness.results import Run, load_average
+from benchmarks.harness.results import Run, load_average, load_text
 from benchmarks.harness.stats import median, percentile, ratio
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "add_common",
     "cpu_by_process",
     "load_average",
+    "load_text",
     "median",
     "percentile",
     "ratio",

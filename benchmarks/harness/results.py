@@ -69,6 +69,12 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
+def load_text() -> str:
+    """The load average as a benchmark prints it beside its figures."""
+    one, five, fifteen = load_average() or [float("nan")] * 3
+    return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
+
+
 def command_line(argv: list[str] | None = None) -> str:
     """This run as a `python -m benchmarks.<name> ...` command line."""
     argv = list(sys.argv if argv is None else argv)
