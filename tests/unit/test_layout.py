@@ -19,6 +19,7 @@ PURE = [
     "s3events.ingest.cycle",
     "s3events.ingest.files.latest_rows",
     "s3events.ingest.merge_scope",
+    "s3events.ingest.transform_sql",
     "s3events.status.model",
     "s3events.maintenance.model",
     "s3events.metadata.known_ids",

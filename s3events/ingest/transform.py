@@ -1,0 +1,254 @@
+"""A target's SQL transform on Spark: read at start-up, checked before anything is written, applied to
+each batch's parsed rows.
+
+- `src` is the batch's rows, lineage columns included. Each target's transform runs in a Spark session
+  of its own (`newSession`: shared JVM and executors, its own temporary views), so two targets' `src`
+  never meet.
+- The lineage columns survive any projection because the service carries them, not the user's `*`:
+  the analyzed plan is rewritten so that every projection passes them on from its input, last, in one
+  order (`_carry_lineage`). A row-wise plan (`transform_sql.refusal`) gives every output row exactly one
+  input row, so its lineage is that row's.
+- Bad data at run time (an ANSI cast that fails, a function that throws on a value) is found file by
+  file: the batch is split in halves until each failing file stands alone; it becomes one error row
+  (the first line of Spark's message) and every other file is written. A failure that no file explains
+  (every half succeeds), that every file of a batch of several has, or that is about the SQL itself (a
+  column these rows lack) fails the target instead (`TransformFailed`): nothing is committed for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from s3events.errors import ConfigError, S3EventsError
+from s3events.infra import aws
+from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE
+from s3events.ingest.transform_sql import SRC, PlanNode, refusal, statements
+
+log = logging.getLogger(__name__)
+
+CARRIED = (*LINEAGE, INGESTED_AT)  # the columns the service carries through a transform
+
+
+class TransformFailed(S3EventsError):
+    """A transform failed for every file of a batch, or for a reason no file explains: the target fails
+    (nothing committed for it) and the others go on."""
+
+
+@dataclass(frozen=True, slots=True)
+class TransformSpec:
+    key: str  # the key it came from, as written in the file (for every message about it)
+    statements: tuple[str, ...]  # temporary views first, the query whose rows are written last
+
+
+@dataclass(slots=True)
+class Transformed:
+    rows: pa.Table
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (source file, first line of the error)
+    filtered: int = 0  # input rows that gave no output row (a WHERE)
+
+
+def transform_spec(
+    *, sql: str | None, sql_file: str | None, keys: tuple[str, str], aws_options: aws.AwsOptions
+) -> TransformSpec | None:
+    """A target's transform from its `transform.sql` or `transform.sql.file` value (`keys`: both keys'
+    names as written), or None; ConfigError (exit 2) naming the key when both are set, the file cannot be
+    read, or it holds no statement."""
+    inline, from_file = keys
+    if sql and sql_file:
+        raise ConfigError(inline, f"set either {inline} or {from_file}, not both")
+    if not sql and not sql_file:
+        return None
+    key = inline if sql else from_file
+    text = sql or _read(sql_file or "", key, aws_options)
+    found = statements(text)
+    if not found:
+        raise ConfigError(key, "holds no SQL statement")
+    return TransformSpec(key, tuple(found))
+
+
+def _read(source: str, key: str, aws_options: aws.AwsOptions) -> str:
+    try:
+        if source.startswith("s3://"):
+            bucket, _, name = source[len("s3://") :].partition("/")
+            body = aws.client(aws_options, "s3").get_object(Bucket=bucket, Key=name)["Body"].read()
+            return bytes(body).decode("utf-8")
+        return Path(source).read_text(encoding="utf-8")
+    except Exception as exc:  # any reason the file cannot be read is the user's to fix
+        raise ConfigError(key, f"cannot read {source}: {_first_line(exc)}") from exc
+
+
+class Transform:
+    """One target's transform in a Spark session of its own."""
+
+    def __init__(self, spark: Any, spec: TransformSpec) -> None:
+        self.spec = spec
+        self._session = spark.newSession()
+
+    def check(self, schema: pa.Schema) -> pa.Schema:
+        """The schema of the rows the transform writes for input rows of `schema`; ConfigError naming the
+        key (one line, first line of Spark's message) for SQL Spark refuses or a plan that is not
+        row-wise. Runs no Spark job."""
+        with _quiet_spark_errors():
+            try:
+                frame = self._frame(schema.empty_table())
+            except ConfigError:
+                raise
+            except Exception as exc:
+                raise ConfigError(self.spec.key, _first_line(exc)) from exc
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(frame.schema, timezone=self._session.conf.get("spark.sql.session.timeZone"))
+
+    def apply(self, rows: pa.Table) -> Transformed:
+        """The transform of `rows`; the files that fail it as error rows, the rest transformed."""
+        with _quiet_spark_errors():
+            outputs, errors = self._isolating(rows)
+        if errors and len(errors) == len(_files(rows)) > 1:
+            raise TransformFailed(f"{self.spec.key} failed for every file of the batch: {errors[0][1]}")
+        failed = pa.array([uri for uri, _ in errors], pa.string())
+        kept = rows.filter(pc.invert(pc.is_in(rows["_source_file"], value_set=failed))) if errors else rows
+        out = pa.concat_tables(outputs) if outputs else self._empty_output(rows.schema)
+        return Transformed(out, errors, filtered=_rows_without_output(kept, out))
+
+    def _isolating(self, rows: pa.Table) -> tuple[list[pa.Table], list[tuple[str, str]]]:
+        try:
+            return [self._frame(rows).toArrow()], []
+        except ConfigError:
+            raise
+        except Exception as exc:
+            reason = _first_line(exc)
+            if _about_the_sql(exc):  # the SQL does not fit these rows: no file is to blame
+                raise TransformFailed(f"{self.spec.key}: {reason}") from exc
+            files = _files(rows)
+            if len(files) == 1:
+                return [], [(files[0], reason)]
+            outputs, errors = [], []
+            for half in (files[: len(files) // 2], files[len(files) // 2 :]):
+                part = rows.filter(pc.is_in(rows["_source_file"], value_set=pa.array(half, pa.string())))
+                got, failed = self._isolating(part)
+                outputs.extend(got)
+                errors.extend(failed)
+            if not errors:
+                raise TransformFailed(f"{self.spec.key} failed for no file in particular: {reason}") from exc
+            return outputs, errors
+
+    def _empty_output(self, schema: pa.Schema) -> pa.Table:
+        return self.check(schema).empty_table()
+
+    def _frame(self, rows: pa.Table) -> Any:
+        """The transform's DataFrame over `rows`, its plan checked and its lineage carried."""
+        from pyspark.sql import DataFrame
+
+        session = self._session
+        spark_schema = _spark_schema(rows.schema)
+        src = session.createDataFrame(rows if rows.num_rows else [], schema=spark_schema)
+        src.createOrReplaceTempView(SRC)
+        *setup, query = self.spec.statements
+        for statement in setup:
+            session.sql(statement)
+        analyzed = session.sql(query)._jdf.queryExecution().analyzed()
+        reason = refusal(_plan_node(analyzed))
+        if reason:
+            raise ConfigError(self.spec.key, f"a transform must be row-wise, and this one has {reason}")
+        jvm = session._jvm
+        if analyzed.getClass().getSimpleName() == "WithCTE":  # references to a CTE keep stale columns
+            analyzed = jvm.org.apache.spark.sql.catalyst.optimizer.InlineCTE(True, False).apply(analyzed)
+        carried = [c for c in CARRIED if c in rows.column_names]
+        plan = _carry_lineage(jvm, analyzed, carried)
+        return DataFrame(
+            jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, plan), session
+        )
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def _plan_node(node: Any) -> PlanNode:
+    kind = node.getClass().getSimpleName()
+    src_view = kind == "View" and str(node.desc().identifier().table()) == SRC
+    return PlanNode(
+        name=kind,
+        children=tuple(_plan_node(c) for c in _items(node.children())),
+        src_view=src_view,
+        has_subquery=node.subqueries().size() > 0,
+    )
+
+
+def _carry_lineage(jvm: Any, node: Any, carried: Sequence[str]) -> Any:
+    """`node` with every projection passing the `carried` columns on from its input, last, in order."""
+    children = _items(node.children())
+    if children:
+        node = node.withNewChildren(_seq(jvm, [_carry_lineage(jvm, c, carried) for c in children]))
+    if node.getClass().getSimpleName() == "Project":
+        child = _items(node.children())[0]
+        inputs = {str(a.name()): a for a in _items(child.output())}
+        kept = [e for e in _items(node.projectList()) if str(e.name()) not in carried]
+        node = jvm.org.apache.spark.sql.catalyst.plans.logical.Project(
+            _seq(jvm, [*kept, *(inputs[name] for name in carried if name in inputs)]), child
+        )
+    return node
+
+
+def _items(seq: Any) -> list[Any]:
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def _seq(jvm: Any, items: Sequence[Any]) -> Any:
+    found = jvm.java.util.ArrayList()
+    for item in items:
+        found.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(found).toSeq()
+
+
+def _files(rows: pa.Table) -> list[str]:
+    return sorted(str(uri) for uri in pc.unique(rows["_source_file"]).to_pylist() if uri is not None)
+
+
+def _rows_without_output(rows: pa.Table, out: pa.Table) -> int:
+    """Input rows no output row came from (lineage: file and line)."""
+    if "_source_line" not in rows.column_names or "_source_line" not in out.column_names:
+        return max(rows.num_rows - out.num_rows, 0)
+    return int(pc.sum(pc.invert(pc.is_in(_row_keys(rows), value_set=_row_keys(out)))).as_py() or 0)
+
+
+def _row_keys(rows: pa.Table) -> pa.Array:
+    parts = [rows["_source_file"].cast(pa.string()), rows["_source_line"].cast(pa.string())]
+    return pc.binary_join_element_wise(*parts, "\x00").combine_chunks()
+
+
+def _about_the_sql(exc: BaseException) -> bool:
+    """Whether Spark refused the SQL itself (a parse or analysis error), not a value while running it."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    return isinstance(exc, AnalysisException | ParseException)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+@contextmanager
+def _quiet_spark_errors() -> Iterator[None]:
+    """PySpark logs the SQL errors it turns into Python exceptions, JVM stack included; ours are caught
+    and reported in one line, so that log is silenced while a transform runs."""
+    loggers = [logging.getLogger(name) for name in ("py4j", "py4j.java_gateway", "pyspark")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
