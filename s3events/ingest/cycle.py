@@ -12,15 +12,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from s3events.config.keys import CheckpointStrategy
 from s3events.errors import CheckpointError, CommitConflict, FatalError, S3EventsError
 from s3events.infra.delta_errors import transient_reason
 from s3events.ingest.model import Batch, Checkpoint
-from s3events.ingest.plan import append_step, caught_up_to, ensure_forward, mirror_step, plan
+from s3events.ingest.plan import (
+    append_step,
+    caught_up_to,
+    ensure_forward,
+    mirror_step,
+    plan,
+    plan_snapshot,
+    snapshot_read,
+)
 from s3events.ingest.ports import Changes, ErrorStore, Feed, ReadBatch, ReadResult, TargetStore
+from s3events.ingest.report import BatchReport, IngestCycle, TargetProgress
 from s3events.ingest.target import TargetSpec
 
 log = logging.getLogger(__name__)
@@ -31,52 +40,6 @@ PROGRESS_EVERY = 1000
 
 class TargetFailed(S3EventsError):
     """One target's batch failed; the other targets go on."""
-
-
-@dataclass(slots=True)
-class BatchReport:
-    target: str
-    files: int
-    rows: int
-    errors: int
-    deleted: int
-    start: Checkpoint
-    end: Checkpoint
-    version: int | None
-    seconds: float
-    bytes: int = 0  # of the files read, as their events give their sizes
-    fast_path_files: int = 0  # of `files`: read on the JSON fast path (the rest through Spark's line path)
-    skipped: dict[str, str] = field(default_factory=dict)  # files not read: uri -> reason
-
-    def log_line(self) -> str:
-        return (
-            f"ingest batch: target={self.target} files={self.files} rows={self.rows} errors={self.errors} "
-            f"deleted={self.deleted} "
-            f"checkpoint={self.start.version}:{self.start.position}->{self.end.version}:{self.end.position} "
-            f"table_version={self.version} elapsed={self.seconds:.2f}s"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class TargetProgress:
-    """Where a target stands after a cycle: the metadata version it has read through, how many versions it
-    still has to read, and the age of the oldest change routed to it that it had not ingested when its
-    latest batch was planned (0 once caught up)."""
-
-    checkpoint_version: int
-    lag_versions: int
-    lag_seconds: float
-
-
-@dataclass(slots=True)
-class IngestCycle:
-    batches: list[BatchReport] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    progress: dict[str, TargetProgress] = field(default_factory=dict)
-
-    @property
-    def idle(self) -> bool:
-        return not self.batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +123,8 @@ class Ingest:
         if self.up_to is not None:
             latest = min(latest, self.up_to)
         positions = {s.spec.name: self._position(s, latest) for s in self._targets}
-        # One read of the change feed serves every target.
-        low = min((p.version for p in positions.values()), default=latest)
+        # One read of the change feed serves every target (but those reading the snapshot).
+        low = min((p.version for p in positions.values() if not p.in_snapshot), default=latest)
         changes = self._feed.changes_after(low, up_to=latest)
         for state in self._targets:
             name = state.spec.name
@@ -224,15 +187,15 @@ class Ingest:
             return state.cursor
         if stored is not None:
             return stored
-        if self._strategy == "earliest":
-            start = Checkpoint(-1, 0)
+        if self._strategy == "earliest":  # the snapshot of `latest`, then its change feed from there
+            start = Checkpoint.bootstrap(latest)
         else:
             # Durable from the first run: a restart (or the next --once) starts from the same point.
             start = state.origin = state.durable = state.errors.record_origin(Checkpoint(latest, 0))
         log.info(
             "target %s has no checkpoint; starting at %s (strategy %s)",
             state.spec.name,
-            start,
+            start.label,
             self._strategy,
         )
         state.cursor = start
@@ -240,6 +203,15 @@ class Ingest:
 
     def _run_target(self, state: _TargetState, start: Checkpoint, changes: Changes) -> BatchReport | None:
         spec = state.spec
+        if start.in_snapshot:
+            report = self._run_snapshot(state, start)
+            if report is not None or state.cursor is None or state.cursor.in_snapshot:
+                return report
+            # The snapshot is read: its change feed follows in the same cycle (a --once run ends idle).
+            start = state.cursor
+            changes = self._feed.changes_after(
+                start.version, up_to=max(start.version, changes.latest_version)
+            )
         rows = [r for r in changes.rows if r.commit_version > start.version]
         mirror = spec.on_object_removed == "delete"
         # 1. plan: a bounded batch after the checkpoint (pure)
@@ -271,6 +243,24 @@ class Ingest:
         state.cursor = batch.end
         if batch.end.position == 0 and batch.end.version >= changes.latest_version:
             state.oldest_pending = None  # caught up
+        return result
+
+    def _run_snapshot(self, state: _TargetState, start: Checkpoint) -> BatchReport | None:
+        """A bootstrapping target's next batch: routed rows of the snapshot it stands in (streamed; the
+        plan reads only as far as the batch's limits), or, when none is left, its move to the snapshot's
+        version (in memory, made durable by the next commit) to follow the change feed from there."""
+        spec = state.spec
+        # 1. plan: the next bounded batch of the snapshot's routed rows, in the snapshot's order
+        rows = self._feed.snapshot_rows(start, bucket=spec.route.bucket, key_prefix=spec.route.key_prefix)
+        mirror = spec.on_object_removed == "delete"
+        batch = plan_snapshot(start, rows, route=spec.route, limits=spec.limits, mirror=mirror)
+        if batch is None:
+            state.cursor = snapshot_read(start)
+            log.info("target %s: read the metadata table's snapshot at version %d", spec.name, start.snapshot)
+            return None
+        state.oldest_pending = min((f.event_time for f in (*batch.files, *batch.removals)), default=None)
+        result = self._run_batch(state, batch)
+        state.cursor = batch.end
         return result
 
     def _keep_progress(self, state: _TargetState) -> None:

@@ -1,8 +1,10 @@
-"""Reading the metadata table's change data feed as FileRefs (ingest's input), through delta-rs."""
+"""Reading the metadata table as ingest's input, through delta-rs: its change data feed as FileRefs, and
+its snapshot at one version for a bootstrapping target (`snapshot.MetadataSnapshot`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -12,7 +14,8 @@ from s3events.errors import FatalError, TransientError
 from s3events.infra import aws, delta
 from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_errors import translate
-from s3events.ingest.model import FileRef
+from s3events.ingest.model import Checkpoint, FileRef, SnapshotRow
+from s3events.ingest.snapshot import MetadataSnapshot
 from s3events.metadata.table import METADATA_SCHEMA_VERSION
 
 _COLUMNS = ["bucket", "key", "etag", "version_id", "size", "event_time", "event_id", "event_kind"]
@@ -68,6 +71,7 @@ class MetadataFeed:
         self._handle = delta.TableHandle(
             path, lambda: resolve(self._storage), kind="metadata", schema_version=METADATA_SCHEMA_VERSION
         )
+        self._snapshot = MetadataSnapshot(path, storage_options=lambda: resolve(self._storage))
 
     def latest_version(self) -> int | None:
         table = self._handle.latest()  # an outage: a TransientError in one line
@@ -92,8 +96,11 @@ class MetadataFeed:
                 raise translated from exc
             raise FatalError(
                 f"cannot read changes of the metadata table {self.path} after version {version}: {exc}. "
-                "If old versions were vacuumed, restart the target with --checkpoint at a version "
-                "that still exists (and backfill the gap)"
+                "If the log of those versions was cleaned up or their files vacuumed, the target "
+                "cannot follow the change feed from where it stands: rebuild it from the metadata "
+                "table's snapshot (`s3events ingest --target NAME --rebuild --yes`, which replaces "
+                'the target table and its error table; docs/runbook.md, "Resetting or replaying a '
+                'target"), or skip the versions with --checkpoint at one that still exists'
             ) from exc
         changes = new_rows(changes)
         rows = [
@@ -112,6 +119,19 @@ class MetadataFeed:
             for r in changes.to_pylist()
         ]
         return ChangeRows(rows, up_to)
+
+    def snapshot_rows(
+        self, start: Checkpoint, *, bucket: str | None, key_prefix: str
+    ) -> Iterator[SnapshotRow]:
+        """The rows of the snapshot a bootstrapping target stands in, from its position on (in bucket
+        `bucket`, None: any, with keys under `key_prefix`), streamed: see `plan.plan_snapshot`."""
+        return self._snapshot.rows(
+            start.snapshot,
+            file=start.snapshot_file,
+            row=start.snapshot_row,
+            bucket=bucket,
+            key_prefix=key_prefix,
+        )
 
     def has_version(self, version: int) -> bool:
         """Whether commit `version` exists: a HEAD of its log entry on S3 (a stat on a local table), much

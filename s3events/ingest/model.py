@@ -37,12 +37,47 @@ class Checkpoint:
     """Where a target stands: every routed entry of metadata versions <= `version` is ingested, plus the
     first `position` routed entries (in plan order) of version `version + 1`.
 
-    `version = -1` means nothing is ingested yet. Stored as two Delta app transactions in the target's
-    own commits, so it can never drift from the data.
+    `version = -1` means nothing is ingested yet. Stored as Delta app transactions in the target's own
+    commits, so it can never drift from the data.
+
+    A target bootstrapping from the metadata table's snapshot (`in_snapshot`) stands inside the snapshot
+    of version `snapshot`: the routed rows of its first `snapshot_file` data files (sorted by path) are
+    ingested, plus those among the first `snapshot_row` rows of the next file. Once the snapshot is read
+    the target stands at `Checkpoint(snapshot)` and follows the change feed from `snapshot + 1`. The
+    fields order checkpoints as a target moves: nothing < inside a snapshot < after it.
     """
 
     version: int = -1
     position: int = 0
+    snapshot: int = -1
+    snapshot_file: int = 0
+    snapshot_row: int = 0
+
+    @classmethod
+    def bootstrap(cls, version: int) -> Checkpoint:
+        """The start of reading the snapshot of metadata version `version`."""
+        return cls(-1, 0, version, 0, 0)
+
+    @property
+    def in_snapshot(self) -> bool:
+        return self.snapshot > self.version
+
+    @property
+    def label(self) -> str:
+        """`version:position`, or `snapshot@V:file/row` while bootstrapping (log lines)."""
+        if self.in_snapshot:
+            return f"snapshot@{self.snapshot}:{self.snapshot_file}/{self.snapshot_row}"
+        return f"{self.version}:{self.position}"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    """One row of the metadata table's snapshot as a bootstrap reads it: the event, and where the row
+    lies (its data file's index among the snapshot's files sorted by path, its row index in that file)."""
+
+    entry: FileRef
+    file: int
+    row: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,14 +11,23 @@ the same thing after a restart.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from s3events.errors import CheckpointError
-from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits
+from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits, SnapshotRow
 
-__all__ = ["Route", "append_step", "caught_up_to", "ensure_forward", "mirror_step", "plan"]
+__all__ = [
+    "Route",
+    "append_step",
+    "caught_up_to",
+    "ensure_forward",
+    "mirror_step",
+    "plan",
+    "plan_snapshot",
+    "snapshot_read",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,56 @@ def plan(
         start=checkpoint,
         end=_checkpoint_after(checkpoint, pending, len(taken)),
     )
+
+
+def plan_snapshot(
+    start: Checkpoint,
+    rows: Iterable[SnapshotRow],
+    *,
+    route: Route,
+    limits: Limits,
+    mirror: bool = False,
+) -> Batch | None:
+    """The next batch of a target bootstrapping from the snapshot `start` stands in, or None when no
+    routed row is left in it (the target then stands at `snapshot_read(start)`).
+
+    `rows` are the snapshot's rows from `start`'s file and row on, in the snapshot's order (files sorted
+    by path, rows in file order); they are consumed only as far as the batch needs, plus one routed row,
+    so a caller may stream them. The batch takes routed rows as `plan` takes entries (the same limits; a
+    removal only with `mirror`). Its end stands just before the first routed row it leaves, or, when it
+    takes the last one, at the snapshot's version: the change feed follows from the version after it.
+    """
+    if not start.in_snapshot:
+        raise ValueError(f"{start} is not inside a snapshot")
+    taken: list[FileRef] = []
+    count, size = 0, 0
+    end = snapshot_read(start)
+    for row in rows:
+        entry = row.entry
+        if (row.file, row.row) < (start.snapshot_file, start.snapshot_row) or not (
+            _routed(entry, mirror) and route.matches(entry.bucket, entry.key)
+        ):
+            continue
+        if entry.event_kind == "created":
+            size += entry.size or 0
+        if count and (count >= limits.max_files or size > limits.max_bytes):
+            end = Checkpoint(-1, 0, start.snapshot, row.file, row.row)
+            break
+        taken.append(entry)
+        count += 1
+    if not taken:
+        return None
+    return Batch(
+        files=tuple(entry for entry in taken if entry.event_kind == "created"),
+        removals=tuple(entry for entry in taken if entry.event_kind == "removed"),
+        start=start,
+        end=end,
+    )
+
+
+def snapshot_read(start: Checkpoint) -> Checkpoint:
+    """Where a target stands once the snapshot `start` stands in is read: at the snapshot's version."""
+    return Checkpoint(start.snapshot, 0)
 
 
 def caught_up_to(

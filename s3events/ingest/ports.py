@@ -4,10 +4,10 @@ feed (`feed.MetadataFeed`), a target and its error table (`target_table`), and s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef
+from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, SnapshotRow
 from s3events.ingest.target import TargetSpec
 
 if TYPE_CHECKING:
@@ -26,6 +26,12 @@ class Feed(Protocol):
 
     def latest_version(self) -> int | None: ...
     def changes_after(self, version: int, *, up_to: int) -> Changes: ...
+    def snapshot_rows(
+        self, start: Checkpoint, *, bucket: str | None, key_prefix: str
+    ) -> Iterable[SnapshotRow]:
+        """The rows of the snapshot a bootstrapping target stands in, from its position on, streamed."""
+        ...
+
     def has_version(self, version: int) -> bool:
         """Whether the table has a commit `version`: a cheap check, made often while ingest is idle."""
         ...

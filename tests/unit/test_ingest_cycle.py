@@ -5,7 +5,10 @@ the stored checkpoint, a commit that finds the checkpoint moved by another proce
 
 The fakes hold what the real stores hold (`target_table.TargetTable`, `ErrorTable`, `feed.MetadataFeed`)
 and refuse what they refuse: a checkpoint moving backwards, a commit whose stored checkpoint is no longer
-the one the cycle read."""
+the one the cycle read.
+
+Tests of the change-feed path start new targets at version 0 (`start_at=-1`); a new target otherwise
+bootstraps from the metadata table's snapshot (tests/unit/test_ingest_snapshot_plan.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import pytest
 from s3events.errors import CheckpointError, CommitConflict, FatalError
 from s3events.ingest.cycle import Ingest, Target
 from s3events.ingest.feed import ChangeRows as Changes
-from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits
+from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits, SnapshotRow
 from s3events.ingest.plan import Route, ensure_forward
 from s3events.ingest.target import TargetSpec
 
@@ -81,8 +84,23 @@ class FakeFeed:
     def has_version(self, version: int) -> bool:
         return self.latest is not None and version <= self.latest
 
+    def snapshot_rows(self, start: Checkpoint, *, bucket: str | None, key_prefix: str) -> list[SnapshotRow]:
+        """The table at version `start.snapshot` as one data file: its rows in (version, event id) order."""
+        rows = sorted((r for r in self.rows if r.commit_version <= start.snapshot), key=_version_order)
+        return [
+            SnapshotRow(_at_version(r, start.snapshot, keep_id=True), 0, n)
+            for n, r in enumerate(rows)
+            if n >= start.snapshot_row
+            and (bucket is None or r.bucket == bucket)
+            and r.key.startswith(key_prefix)
+        ]
 
-def _at_version(row: FileRef, version: int) -> FileRef:
+
+def _version_order(row: FileRef) -> tuple[int, str]:
+    return row.commit_version, row.event_id
+
+
+def _at_version(row: FileRef, version: int, *, keep_id: bool = False) -> FileRef:
     return FileRef(
         bucket=row.bucket,
         key=row.key,
@@ -90,7 +108,7 @@ def _at_version(row: FileRef, version: int) -> FileRef:
         version_id=row.version_id,
         size=row.size,
         event_time=row.event_time,
-        event_id=f"{version}-{row.event_id}",
+        event_id=row.event_id if keep_id else f"{version}-{row.event_id}",
         event_kind=row.event_kind,
         commit_version=version,
         recreated=row.recreated,
@@ -304,7 +322,7 @@ def uri(key: str) -> str:
 def test_a_batch_commits_its_data_and_its_checkpoint_in_one_commit():
     lake = Lake(FakeFeed([ref(0, "a.json"), ref(1, "b.json"), ref(1, "c.json")]))
 
-    cycle = lake.ingest(target()).run_once()
+    cycle = lake.ingest(target(), start_at=-1).run_once()
 
     table = lake.tables["events"]
     assert [c.kind for c in table.commits] == ["append"]  # no separate checkpoint commit
@@ -339,7 +357,7 @@ def test_no_metadata_table_yet_is_an_idle_cycle_that_reads_nothing():
 
 def test_a_bounded_batch_checkpoints_inside_a_version_and_the_next_cycle_goes_on_from_there():
     lake = Lake(FakeFeed([ref(0, f"{n}.json") for n in range(5)]))
-    ingest = lake.ingest(target(max_files=2))
+    ingest = lake.ingest(target(max_files=2), start_at=-1)
 
     ends = [report.end for _ in range(3) for report in ingest.run_once().batches]
 
@@ -350,7 +368,7 @@ def test_a_bounded_batch_checkpoints_inside_a_version_and_the_next_cycle_goes_on
 
 def test_a_restart_resumes_from_the_stored_checkpoint_and_reads_nothing_twice():
     lake = Lake(FakeFeed([ref(0, f"{n}.json") for n in range(4)]))
-    lake.ingest(target(max_files=3)).run_once()  # then the process dies
+    lake.ingest(target(max_files=3), start_at=-1).run_once()  # then the process dies
 
     restarted = lake.ingest(target(max_files=3))
     cycle = restarted.run_once()
@@ -361,7 +379,7 @@ def test_a_restart_resumes_from_the_stored_checkpoint_and_reads_nothing_twice():
 
 def test_a_batch_whose_commit_fails_is_read_again_from_the_same_checkpoint():
     lake = Lake(FakeFeed([ref(0, "a.json")]))
-    ingest = lake.ingest(target())
+    ingest = lake.ingest(target(), start_at=-1)
     lake.tables["events"].refuse_next = CommitConflict("another writer committed first")
 
     first = ingest.run_once()
@@ -417,15 +435,18 @@ def test_a_fatal_error_stops_the_cycle():
 
 
 def test_one_read_of_the_change_feed_serves_every_target_from_the_furthest_behind():
-    lake = Lake(FakeFeed([ref(0, "a/1.json"), ref(1, "b/1.json"), ref(2, "a/2.json")]))
-    lake.ingest(target("a", prefix="a/")).run_once()  # a is at version 2; b has never run
+    lake = Lake(FakeFeed([ref(0, "a/0.json"), ref(0, "b/0.json")]))
+    lake.ingest(target("a", prefix="a/"), target("b", prefix="b/"), start_at=-1).run_once()
+    lake.feed.commit(ref(0, "b/1.json"))
+    lake.feed.commit(ref(0, "a/2.json"))
+    lake.ingest(target("a", prefix="a/")).run_once()  # a is at version 2; b at version 0
     lake.feed.reads.clear()
 
     cycle = lake.ingest(target("a", prefix="a/"), target("b", prefix="b/")).run_once()
 
-    assert lake.feed.reads == [(-1, 2)]
+    assert lake.feed.reads == [(0, 2)]
     assert [r.target for r in cycle.batches] == ["b"]
-    assert lake.tables["b"].uris == [uri("b/1.json")]
+    assert lake.tables["b"].uris == [uri("b/0.json"), uri("b/1.json")]
 
 
 def test_another_process_moving_the_checkpoint_abandons_the_batch():
@@ -536,12 +557,18 @@ def test_an_appending_target_skips_re_uploaded_content_it_already_holds():
 # ------------------------------------------------------------------------------------ where a target starts
 
 
-def test_strategy_earliest_starts_a_new_target_at_the_first_metadata_version():
+def test_strategy_earliest_bootstraps_a_new_target_from_the_snapshot_then_follows_the_feed():
     lake = Lake(FakeFeed([ref(0, "a.json"), ref(1, "b.json")]))
+    ingest = lake.ingest(target(), strategy="earliest")
 
-    [report] = lake.ingest(target(), strategy="earliest").run_once().batches
+    [report] = ingest.run_once().batches
+    lake.feed.commit(ref(0, "c.json"))
+    [after] = ingest.run_once().batches
 
-    assert report.start == Checkpoint(-1, 0) and report.files == 2
+    assert report.start == Checkpoint.bootstrap(1) and report.files == 2
+    assert report.end == Checkpoint(1, 0)  # the snapshot's last routed row: handed over to the feed
+    assert (after.start, after.end, after.files) == (Checkpoint(1, 0), Checkpoint(2, 0), 1)
+    assert lake.feed.reads == [(1, 1), (1, 2)]  # the change feed after the snapshot only
 
 
 def test_strategy_latest_records_its_origin_and_a_restart_starts_there_too():

@@ -1,0 +1,122 @@
+"""Reading the metadata table's snapshot at one version (a bootstrapping target's input), in bounded
+memory, through delta-rs (the version's data files) and pyarrow (their rows).
+
+The snapshot of version V is fixed: its data files, sorted by path, and their rows in file order give the
+same order on every run, so a position (file index, row index) means the same thing after a restart, with
+no sort of the whole table. Rows are streamed a record batch at a time; row groups before a position are
+skipped by their footers alone, so resuming costs no re-read of what was ingested. A filter on the route's
+bucket and key prefix runs in Arrow before any row becomes a Python object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
+
+from s3events.errors import FatalError, TransientError
+from s3events.infra import delta
+from s3events.infra.delta_errors import translate
+from s3events.ingest.model import FileRef, SnapshotRow
+
+COLUMNS = ["bucket", "key", "etag", "version_id", "size", "event_time", "event_id", "event_kind"]
+BATCH_ROWS = 8192  # rows per record batch turned into Python objects at a time
+
+
+class MetadataSnapshot:
+    """The rows of the metadata table at `path` as of one version."""
+
+    def __init__(self, path: str, *, storage_options: Callable[[], dict[str, str]]) -> None:
+        self.path = path
+        self._storage = storage_options
+        self._open: tuple[int, DeltaTable] | None = None  # the last version opened: one per bootstrap
+
+    def rows(
+        self, version: int, *, file: int = 0, row: int = 0, bucket: str | None = None, key_prefix: str = ""
+    ) -> Iterator[SnapshotRow]:
+        """The snapshot's rows from data file `file` (sorted by path), row `row` on, in that order; only
+        those in `bucket` (None: any) whose key starts with `key_prefix`."""
+        fragments = sorted(self._dataset(version).get_fragments(), key=lambda f: f.path)
+        for index in range(file, len(fragments)):
+            yield from _file_rows(
+                fragments[index],
+                version,
+                index=index,
+                skip=row if index == file else 0,
+                keep=lambda rows: _wanted(rows, bucket, key_prefix),
+            )
+
+    def _dataset(self, version: int) -> ds.Dataset:
+        if self._open is None or self._open[0] != version:
+            self._open = (version, self._table_at(version))
+        return self._open[1].to_pyarrow_dataset()
+
+    def _table_at(self, version: int) -> DeltaTable:
+        options = self._storage()
+        try:
+            return DeltaTable(
+                self.path, version=version, storage_options=options if delta.is_s3(self.path) else None
+            )
+        except Exception as exc:
+            translated = translate(exc, action="cannot open the metadata table's snapshot", path=self.path)
+            if isinstance(translated, TransientError):
+                raise translated from exc
+            raise FatalError(
+                f"cannot read the snapshot of the metadata table {self.path} at version {version}, where "
+                f"this target's bootstrap stands: {exc}. Its log was cleaned up while the bootstrap ran: "
+                "rebuild the target (s3events ingest --target NAME --rebuild --yes)"
+            ) from exc
+
+
+def _file_rows(
+    fragment: Any, version: int, *, index: int, skip: int, keep: Callable[[pa.Table], pa.Array]
+) -> Iterator[SnapshotRow]:
+    """One data file's rows from row `skip` on, a record batch at a time; row groups wholly before it are
+    passed over by their metadata."""
+    offset = 0
+    for group in fragment.split_by_row_group():
+        rows_in_group = group.metadata.num_rows if group.metadata is not None else group.count_rows()
+        if offset + rows_in_group <= skip:
+            offset += rows_in_group
+            continue
+        for batch in group.to_batches(columns=COLUMNS, batch_size=BATCH_ROWS):
+            table = _plain_strings(pa.Table.from_batches([batch]))
+            numbers = pa.array(np.arange(offset, offset + table.num_rows, dtype=np.int64))
+            offset += table.num_rows
+            table = table.append_column("_row", numbers)
+            table = table.filter(pc.and_(pc.greater_equal(numbers, skip), keep(table)))
+            for r in table.to_pylist():
+                yield SnapshotRow(_file_ref(r, version), index, r["_row"])
+
+
+def _wanted(rows: pa.Table, bucket: str | None, key_prefix: str) -> pa.Array:
+    keys = rows.column("key").cast(pa.string())
+    wanted = pc.starts_with(keys, key_prefix) if key_prefix else pc.is_valid(keys)
+    if bucket is not None:
+        wanted = pc.and_(wanted, pc.equal(rows.column("bucket").cast(pa.string()), bucket))
+    return wanted.combine_chunks() if isinstance(wanted, pa.ChunkedArray) else wanted
+
+
+def _plain_strings(rows: pa.Table) -> pa.Table:
+    """string_view columns (delta-rs writes its rewritten files so) as strings: Arrow's filter needs them."""
+    schema = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in rows.schema])
+    return rows.cast(schema)
+
+
+def _file_ref(r: dict[str, Any], version: int) -> FileRef:
+    return FileRef(
+        bucket=r["bucket"],
+        key=r["key"],
+        etag=r["etag"],
+        version_id=r["version_id"],
+        size=r["size"],
+        event_time=r["event_time"],
+        event_id=r["event_id"],
+        event_kind=r["event_kind"],
+        commit_version=version,
+    )
