@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from s3events.backfill.model import ListedObject, Page, Source
@@ -57,36 +58,8 @@ def list_sources(
     A listing error ends the iteration with that error once the other workers have stopped. Stops early
     (without error) when `stop()` turns true; the caller checks `stop()` to tell.
     """
-    inbox: queue.Queue[Listed | _Spawn | _Done] = queue.Queue(maxsize=max(4, workers * 2))
-    closed = threading.Event()
-
-    def post(item: Listed | _Spawn | _Done) -> None:
-        while not closed.is_set():
-            try:
-                inbox.put(item, timeout=0.2)
-                return
-            except queue.Full:
-                continue
-        raise _Closed
-
-    def task(source: Source, prefix: str, delimiter: str | None) -> None:
-        error: BaseException | None = None
-        try:
-            for page in lister.pages(source.bucket, prefix, delimiter=delimiter):
-                if page.objects:
-                    post(Listed(source, page.objects))
-                if page.prefixes:
-                    post(_Spawn(source, page.prefixes))
-                if closed.is_set():
-                    return
-        except _Closed:
-            return
-        except BaseException as exc:  # handed to the consumer, which raises it
-            error = exc
-        try:
-            post(_Done(source, error))
-        except _Closed:
-            return
+    inbox = _Inbox(max(4, workers * 2))
+    task = partial(_list_pages, lister, inbox)
 
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="backfill-list")
     pending: Counter[Source] = Counter()  # tasks submitted and not yet done; only this thread counts
@@ -96,7 +69,7 @@ def list_sources(
             pending[source] += 1
         while pending.total() and not stop():
             try:
-                item = inbox.get(timeout=0.2)
+                item = inbox.items.get(timeout=0.2)
             except queue.Empty:
                 continue
             if isinstance(item, Listed):
@@ -112,5 +85,43 @@ def list_sources(
                 if not pending[item.source]:
                     yield Listed(item.source, [], source_done=True)
     finally:
-        closed.set()
+        inbox.closed.set()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Inbox:
+    """What the listing threads hand the consumer; once it stops (`closed`), posting raises _Closed."""
+
+    def __init__(self, size: int) -> None:
+        self.items: queue.Queue[Listed | _Spawn | _Done] = queue.Queue(maxsize=size)
+        self.closed = threading.Event()
+
+    def post(self, item: Listed | _Spawn | _Done) -> None:
+        while not self.closed.is_set():
+            try:
+                self.items.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+        raise _Closed
+
+
+def _list_pages(lister: Lister, inbox: _Inbox, source: Source, prefix: str, delimiter: str | None) -> None:
+    """One listing thread: the pages under `prefix`, then `_Done` (with the error that ended it, if any)."""
+    error: BaseException | None = None
+    try:
+        for page in lister.pages(source.bucket, prefix, delimiter=delimiter):
+            if page.objects:
+                inbox.post(Listed(source, page.objects))
+            if page.prefixes:
+                inbox.post(_Spawn(source, page.prefixes))
+            if inbox.closed.is_set():
+                return
+    except _Closed:
+        return
+    except BaseException as exc:  # handed to the consumer, which raises it
+        error = exc
+    try:
+        inbox.post(_Done(source, error))
+    except _Closed:
+        return

@@ -32,7 +32,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 FaultKind = Literal["drop_before", "drop_after", "status", "throttle", "cut_body", "latency"]
@@ -42,7 +42,13 @@ STAT_NAMES = ("requests", "list_requests", "listed_keys")
 CONTROL = "/__fault_proxy/"
 JOURNAL_SIZE = 10_000
 _HOP_BY_HOP = {
-    "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
 }
 
 
@@ -129,8 +135,12 @@ class FaultProxy:
             if self.rate and self._random.random() < self.rate:
                 kind = self._random.choice(self.random_kinds)
                 self.injected.append(Injected(kind, method, path, operation))
-                return Fault(kind, status=503, code="SlowDown" if not operation else "ServiceUnavailable",
-                             delay=self._random.uniform(0.05, 1.0))
+                return Fault(
+                    kind,
+                    status=503,
+                    code="SlowDown" if not operation else "ServiceUnavailable",
+                    delay=self._random.uniform(0.05, 1.0),
+                )
             self.forwarded += 1
             return None
 
@@ -181,119 +191,125 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
-    upstream = urlsplit(proxy.upstream)
+    """A request handler class bound to `proxy`."""
+    return type("Handler", (_Handler,), {"proxy": proxy})
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # quiet: tests read `proxy.injected` instead
+class _Handler(BaseHTTPRequestHandler):
+    """Forwards every request to the proxy's upstream, or answers it with the fault the proxy picks."""
 
-        def _body(self) -> bytes:
-            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                chunks: list[bytes] = []
-                while True:
-                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                    if size == 0:
-                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                            pass  # trailers
-                        return b"".join(chunks)
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
-            length = int(self.headers.get("Content-Length") or 0)
-            return self.rfile.read(length) if length else b""
+    protocol_version = "HTTP/1.1"
+    proxy: ClassVar[FaultProxy]
 
-        def _cut(self) -> None:
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # quiet: tests read `self.proxy.injected` instead
 
-        def _handle(self) -> None:
-            body = self._body()
-            if self.path.startswith(CONTROL):
-                self._answer(200, proxy._control(self.path), "application/json")
-                return
-            fault = proxy._pick(self.command, self.path, _operation(self.headers.get("X-Amz-Target"), body))
-            if fault is not None and fault.kind == "drop_before":
-                self._cut()
-                return
-            if fault is not None and fault.kind == "status":
-                self._error(fault)
-                return
-            if fault is not None and fault.kind == "throttle":
-                self._throttle(fault)
-                return
-            if fault is not None and fault.kind == "latency":
-                time.sleep(fault.delay)  # the proxy plays a slow network; the caller's timeouts decide
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
-            if body or self.command in ("PUT", "POST"):
-                headers["Content-Length"] = str(len(body))
-            host = upstream.hostname or "127.0.0.1"
-            connection = http.client.HTTPConnection(host, upstream.port, timeout=120)
-            try:
-                connection.request(self.command, self.path, body=body, headers=headers)
-                response = connection.getresponse()
-                payload = response.read()
-                if proxy.rewrite is not None:
-                    payload = proxy.rewrite(self.command, self.path, body, response.status, payload)
-                answer_headers = response.getheaders()
-                status, reason = response.status, response.reason
-            finally:
-                connection.close()
-            if fault is not None and fault.kind == "drop_after":  # it happened; the caller never knows
-                self._cut()
-                return
-            if fault is not None and fault.kind == "cut_body" and len(payload) > 1:
-                self._send_head(status, reason, answer_headers, len(payload))
-                self.wfile.write(payload[: len(payload) // 2])  # then the connection dies mid-body
-                self._cut()
-                return
-            proxy._count(self.command, self.path, payload)
+    def _body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _cut(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _handle(self) -> None:
+        body = self._body()
+        if self.path.startswith(CONTROL):
+            self._answer(200, self.proxy._control(self.path), "application/json")
+            return
+        fault = self.proxy._pick(self.command, self.path, _operation(self.headers.get("X-Amz-Target"), body))
+        if fault is not None and fault.kind == "drop_before":
+            self._cut()
+            return
+        if fault is not None and fault.kind == "status":
+            self._error(fault)
+            return
+        if fault is not None and fault.kind == "throttle":
+            self._throttle(fault)
+            return
+        if fault is not None and fault.kind == "latency":
+            time.sleep(fault.delay)  # the proxy plays a slow network; the caller's timeouts decide
+        status, reason, answer_headers, payload = self._forward(body)
+        if fault is not None and fault.kind == "drop_after":  # it happened; the caller never knows
+            self._cut()
+            return
+        if fault is not None and fault.kind == "cut_body" and len(payload) > 1:
             self._send_head(status, reason, answer_headers, len(payload))
-            if self.command != "HEAD":
-                self.wfile.write(payload)
+            self.wfile.write(payload[: len(payload) // 2])  # then the connection dies mid-body
+            self._cut()
+            return
+        self.proxy._count(self.command, self.path, payload)
+        self._send_head(status, reason, answer_headers, len(payload))
+        if self.command != "HEAD":
+            self.wfile.write(payload)
 
-        def _send_head(self, status: int, reason: str, headers: list[tuple[str, str]], length: int) -> None:
-            self.send_response(status, reason)
-            for name, value in headers:
-                if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(length))
-            self.end_headers()
+    def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """The upstream's answer to this request: status, reason, headers and body (maybe rewritten)."""
+        upstream = urlsplit(self.proxy.upstream)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        if body or self.command in ("PUT", "POST"):
+            headers["Content-Length"] = str(len(body))
+        connection = http.client.HTTPConnection(upstream.hostname or "127.0.0.1", upstream.port, timeout=120)
+        try:
+            connection.request(self.command, self.path, body=body, headers=headers)
+            response = connection.getresponse()
+            payload = response.read()
+            if self.proxy.rewrite is not None:
+                payload = self.proxy.rewrite(self.command, self.path, body, response.status, payload)
+            return response.status, response.reason, response.getheaders(), payload
+        finally:
+            connection.close()
 
-        def _throttle(self, fault: Fault) -> None:
-            """The throttling answer of the service asked: SQS's JSON protocol, or S3's SlowDown."""
-            if self.headers.get("X-Amz-Target"):
-                payload = json.dumps(
-                    {"__type": "com.amazonaws.sqs#ThrottlingException", "message": "injected: Rate exceeded"}
-                ).encode()
-                self.send_response(400)
-                self.send_header("Content-Type", "application/x-amz-json-1.0")
-                self.send_header("x-amzn-query-error", "ThrottlingException;Sender")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-                return
-            self._error(Fault("status", status=503, code="SlowDown"))
+    def _send_head(self, status: int, reason: str, headers: list[tuple[str, str]], length: int) -> None:
+        self.send_response(status, reason)
+        for name, value in headers:
+            if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
 
-        def _error(self, fault: Fault) -> None:
-            payload = (
-                f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{fault.code}</Code>"
-                f"<Message>injected by the fault proxy</Message></Error>"
+    def _throttle(self, fault: Fault) -> None:
+        """The throttling answer of the service asked: SQS's JSON protocol, or S3's SlowDown."""
+        if self.headers.get("X-Amz-Target"):
+            payload = json.dumps(
+                {"__type": "com.amazonaws.sqs#ThrottlingException", "message": "injected: Rate exceeded"}
             ).encode()
-            self._answer(fault.status, payload, "application/xml")
-
-        def _answer(self, status: int, payload: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
+            self.send_response(400)
+            self.send_header("Content-Type", "application/x-amz-json-1.0")
+            self.send_header("x-amzn-query-error", "ThrottlingException;Sender")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
+            self.wfile.write(payload)
+            return
+        self._error(Fault("status", status=503, code="SlowDown"))
 
-        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle  # http.server's names
+    def _error(self, fault: Fault) -> None:
+        payload = (
+            f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{fault.code}</Code>"
+            f"<Message>injected by the fault proxy</Message></Error>"
+        ).encode()
+        self._answer(fault.status, payload, "application/xml")
 
-    return Handler
+    def _answer(self, status: int, payload: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle  # http.server's names
 
 
 def _operation(target: str | None, body: bytes) -> str:

@@ -138,6 +138,36 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
         spec.name: _attempt(partial(stored_position, spec, storage)) for spec in specs
     }
     latest = metadata.version if metadata.exists else (None if metadata.error else -1)
+    pending, times = _lag_inputs(specs, checkpoints, latest, feed, metadata, storage, start_latest, problems)
+
+    targets = []
+    for spec in specs:
+        target = _target(spec, storage, checkpoints[spec.name], latest, pending, times, now, max_lag, small)
+        targets.append(target)
+        problems.extend(_target_problems(target, latest, max_lag))
+    return Status(
+        generated_at=now,
+        max_lag_seconds=max_lag,
+        queue=queue,
+        metadata=metadata,
+        quarantine=quarantine,
+        targets=tuple(targets),
+        problems=tuple(problems),
+    )
+
+
+def _lag_inputs(
+    specs: list[TargetSpec],
+    checkpoints: dict[str, tuple[Checkpoint | None, str | None]],
+    latest: int | None,
+    feed: MetadataFeed,
+    metadata: TableStatus,
+    storage: dict[str, str],
+    start_latest: bool,
+    problems: list[str],
+) -> tuple[dict[str, int | None], dict[int, datetime]]:
+    """Each readable target's first pending metadata version, and the commit times from the oldest of
+    them on; what cannot be read is added to `problems`."""
     readable = [spec for spec in specs if checkpoints[spec.name][1] is None]
     pending: dict[str, int | None] = {}
     if latest is not None and readable:
@@ -163,20 +193,7 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
             problems.append(f"metadata table {metadata.path}: cannot read its history: {error}")
         times = read_times or {}
 
-    targets = []
-    for spec in specs:
-        target = _target(spec, storage, checkpoints[spec.name], latest, pending, times, now, max_lag, small)
-        targets.append(target)
-        problems.extend(_target_problems(target, latest, max_lag))
-    return Status(
-        generated_at=now,
-        max_lag_seconds=max_lag,
-        queue=queue,
-        metadata=metadata,
-        quarantine=quarantine,
-        targets=tuple(targets),
-        problems=tuple(problems),
-    )
+    return pending, times
 
 
 def _capture_problems(
