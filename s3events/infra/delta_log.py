@@ -56,7 +56,7 @@ def _read_checkpoint(filesystem: pafs.FileSystem, path: str, live: dict[str, str
 
 
 def _replay(filesystem: pafs.FileSystem, path: str, live: dict[str, str | None]) -> None:
-    with filesystem.open_input_stream(path) as source:
+    with filesystem.open_input_file(path) as source:  # the same GET as a stream; one IAM action for both
         text = source.read().decode("utf-8")
     for line in text.splitlines():
         if not line.strip():
