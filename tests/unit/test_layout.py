@@ -18,6 +18,8 @@ PURE = [
     "s3events.ingest.ports",
     "s3events.ingest.cycle",
     "s3events.ingest.files.latest_rows",
+    "s3events.ingest.files.lineage",
+    "s3events.ingest.files.formats.csv_types",
     "s3events.ingest.merge_scope",
     "s3events.ingest.transform_sql",
     "s3events.status.model",
