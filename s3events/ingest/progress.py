@@ -47,13 +47,16 @@ def first_unread(
     pending = {
         spec.name: pending_after(stored.get(spec.name), latest, start_latest=start_latest) for spec in specs
     }
-    lagging = [v for v in pending.values() if v is not None]
+    # A target inside a bootstrap needs the log and files of its snapshot's version however old they
+    # grow: it counts as not having read version 0 (the log kept whole while it reads the snapshot).
+    bootstrapping = {name for name, checkpoint in stored.items() if checkpoint and checkpoint.in_snapshot}
+    lagging = [v for name, v in pending.items() if v is not None and name not in bootstrapping]
     if not lagging:
         return pending
     changes = feed.changes_after(min(lagging) - 1, up_to=latest)
     for spec in specs:
         oldest = pending[spec.name]
-        if oldest is None:
+        if oldest is None or spec.name in bootstrapping:
             continue
         start = stored.get(spec.name) or Checkpoint(oldest - 1, 0)
         reach = caught_up_to(

@@ -11,6 +11,7 @@ import pytest
 from s3events.ingest.checkpoint import app_ids, from_transactions, to_transactions
 from s3events.ingest.model import Checkpoint, Limits, SnapshotRow
 from s3events.ingest.plan import Route, ensure_forward, plan_snapshot, snapshot_read
+from s3events.ingest.progress import first_unread
 from tests.unit.test_ingest_cycle import FakeFeed, Lake, ref, target, uri
 
 V = 7  # the snapshot's metadata version
@@ -205,3 +206,13 @@ def test_a_mirroring_target_bootstraps_to_the_live_objects_only():
     lake.ingest(target(on_object_removed="delete")).run_once()
 
     assert lake.tables["events"].uris == [uri("b.json")]
+
+
+def test_maintenance_keeps_the_whole_log_for_a_target_inside_a_bootstrap():
+    feed = FakeFeed([ref(0, "a.json"), ref(3, "in/b.json")])
+    bootstrapping, following = target("boot", prefix="in/"), target("follow", prefix="in/")
+    stored = {"boot": Checkpoint(-1, 0, 3, 0, 1), "follow": Checkpoint(0, 0)}
+
+    unread = first_unread([bootstrapping, following], stored, feed, 3)  # type: ignore[arg-type]
+
+    assert unread == {"boot": 0, "follow": 3}  # `follow` needs version 3 on, `boot` everything
