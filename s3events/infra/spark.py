@@ -91,15 +91,20 @@ def get_spark(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    from s3events.infra.spark_log import jvm_log_options, start_jvm_logging_json
+
     # delta-rs rejects named zones such as "Etc/UTC" in timestamps; UTC is what we write.
-    builder = SparkSession.builder.config("spark.sql.session.timeZone", "UTC").config(
-        "spark.sql.execution.arrow.pyspark.enabled", "true"
-    )
+    options = {"spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true"}
     if master is not None:
-        builder = builder.master(master)
+        options["spark.master"] = master
     if not under_spark_submit():
-        builder = builder.master(master or "local[*]").appName(app_name).config("spark.ui.enabled", "false")
-    for key, value in (conf or {}).items():
+        options |= {"spark.master": master or "local[*]", "spark.app.name": app_name}
+        options["spark.ui.enabled"] = "false"
+    options |= conf or {}
+    options |= jvm_log_options(options)  # s3events.log.format=json: the JVM logs JSON lines too
+    start_jvm_logging_json(options)
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     # pyspark installs its own SIGINT handler (cancel jobs, raise KeyboardInterrupt) when the context
     # starts; ours only sets the stop flag so the batch in hand finishes. Keep ours.

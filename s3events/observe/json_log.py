@@ -35,3 +35,8 @@ class JsonFormatter(logging.Formatter):
             doc["stack"] = self.formatStack(record.stack_info)
         line = json.dumps(doc, ensure_ascii=False, default=str)
         return line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def json_logging() -> bool:
+    """Whether the root logger writes JSON lines (s3events.log.format=json): Spark's JVM then does too."""
+    return any(isinstance(handler.formatter, JsonFormatter) for handler in logging.getLogger().handlers)
