@@ -76,3 +76,11 @@ def test_benchmarks_use_only_public_names_of_the_package() -> None:
             ):
                 offences.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
     assert offences == []
+
+
+def test_the_readme_stays_a_reference() -> None:
+    """The README is what a user decides from: at most 150 lines, one performance table of at most ~15."""
+    readme = (report.ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    assert [m["name"] for m in report.MARKER.finditer(readme)] == ["summary", "provenance"]
+    assert len(report.summary_table()) <= 16
