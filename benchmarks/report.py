@@ -288,6 +288,16 @@ def long_run_cells(r: Record) -> list[str]:
     ]
 
 
+def chaos_cells(r: Record) -> list[str]:
+    f = r["figures"]
+    return [
+        r["case"],
+        f"{f['kills']} SIGKILLs survived, {f['faults']:,} faults in {f['requests']:,} requests",
+        f"{f['lines_expected']:,} lines expected: {f['lines_lost']} lost, {f['lines_duplicated']} duplicated",
+        command(r),
+    ]
+
+
 def generic_cells(r: Record) -> list[str]:
     figures = ", ".join(f"{k} {v}" for k, v in r["figures"].items())
     return [r["case"], figures, command(r)]
@@ -394,6 +404,7 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
     }
     for name in OTHERS:
         made[name] = detail(name, ["case", "figures", "command"], generic_cells, d)
+    made["chaos"] = detail("chaos", ["case", "faults", "lines", "command"], chaos_cells, d)
     return made
 
 
