@@ -15,10 +15,8 @@ from s3events.infra import aws, delta
 from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_errors import translate
 from s3events.ingest.model import Checkpoint, FileRef, SnapshotRow
-from s3events.ingest.snapshot import MetadataSnapshot
+from s3events.ingest.snapshot import COLUMNS, MetadataSnapshot, plain_strings
 from s3events.metadata.table import METADATA_SCHEMA_VERSION
-
-_COLUMNS = ["bucket", "key", "etag", "version_id", "size", "event_time", "event_id", "event_kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,19 +39,13 @@ def new_rows(changes: pa.Table) -> pa.Table:
     time, was moved, not seen again: `s3events migrate` rewriting a table into identity buckets (a
     data-changing overwrite, then a MERGE moving rows a concurrent writer added meanwhile). Filtered in
     Arrow before anything becomes Python objects: such a commit holds the whole table twice."""
-    changes = _plain_strings(changes)
+    changes = plain_strings(changes)
     kind = changes.column("_change_type")
     came = changes.filter(pc.is_in(kind, value_set=_CAME))
     gone = changes.filter(pc.is_in(kind, value_set=_GONE))
     if gone.num_rows == 0:
         return came
     return came.filter(pc.invert(pc.is_in(_row_key(came), value_set=_row_key(gone))))
-
-
-def _plain_strings(rows: pa.Table) -> pa.Table:
-    """string_view columns (delta-rs reads its rewritten files so) as strings: Arrow's filter needs them."""
-    schema = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in rows.schema])
-    return rows.cast(schema)
 
 
 def _row_key(rows: pa.Table) -> pa.Array:
@@ -87,7 +79,7 @@ class MetadataFeed:
             reader = table.load_cdf(
                 starting_version=version + 1,
                 ending_version=up_to,
-                columns=[*_COLUMNS, "_change_type", "_commit_version"],
+                columns=[*COLUMNS, "_change_type", "_commit_version"],
             )
             changes = pa.RecordBatchReader.from_stream(reader).read_all()
         except Exception as exc:  # delta-rs raises generic errors for vacuumed or missing versions
@@ -104,15 +96,8 @@ class MetadataFeed:
             ) from exc
         changes = new_rows(changes)
         rows = [
-            FileRef(
-                bucket=r["bucket"],
-                key=r["key"],
-                etag=r["etag"],
-                version_id=r["version_id"],
-                size=r["size"],
-                event_time=r["event_time"],
-                event_id=r["event_id"],
-                event_kind=r["event_kind"],
+            FileRef.from_row(
+                r,
                 commit_version=int(r["_commit_version"]),
                 recreated=r["_change_type"] == "update_postimage",
             )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 EventKind = Literal["created", "removed"]
 
@@ -30,6 +31,22 @@ class FileRef:
     @property
     def uri(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], *, commit_version: int, recreated: bool = False) -> FileRef:
+        """A metadata-table row (as `to_pylist` gives it) read at `commit_version`."""
+        return cls(
+            bucket=row["bucket"],
+            key=row["key"],
+            etag=row["etag"],
+            version_id=row["version_id"],
+            size=row["size"],
+            event_time=row["event_time"],
+            event_id=row["event_id"],
+            event_kind=row["event_kind"],
+            commit_version=commit_version,
+            recreated=recreated,
+        )
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -86,12 +86,7 @@ def plan(
     taken = _take(pending.entries, limits)
     if not taken:
         return None
-    return Batch(
-        files=tuple(entry for entry in taken if entry.event_kind == "created"),
-        removals=tuple(entry for entry in taken if entry.event_kind == "removed"),
-        start=checkpoint,
-        end=_checkpoint_after(checkpoint, pending, len(taken)),
-    )
+    return _batch(taken, checkpoint, _checkpoint_after(checkpoint, pending, len(taken)))
 
 
 def plan_snapshot(
@@ -114,7 +109,7 @@ def plan_snapshot(
     if not start.in_snapshot:
         raise ValueError(f"{start} is not inside a snapshot")
     taken: list[FileRef] = []
-    count, size = 0, 0
+    size = 0
     end = snapshot_read(start)
     for row in rows:
         entry = row.entry
@@ -122,21 +117,12 @@ def plan_snapshot(
             _routed(entry, mirror) and route.matches(entry.bucket, entry.key)
         ):
             continue
-        if entry.event_kind == "created":
-            size += entry.size or 0
-        if count and (count >= limits.max_files or size > limits.max_bytes):
+        size += _size(entry)
+        if _full(len(taken), size, limits):
             end = Checkpoint(-1, 0, start.snapshot, row.file, row.row)
             break
         taken.append(entry)
-        count += 1
-    if not taken:
-        return None
-    return Batch(
-        files=tuple(entry for entry in taken if entry.event_kind == "created"),
-        removals=tuple(entry for entry in taken if entry.event_kind == "removed"),
-        start=start,
-        end=end,
-    )
+    return _batch(taken, start, end) if taken else None
 
 
 def snapshot_read(start: Checkpoint) -> Checkpoint:
@@ -269,12 +255,31 @@ def _pending(
 def _take(entries: Sequence[FileRef], limits: Limits) -> Sequence[FileRef]:
     count, size = 0, 0
     for entry in entries:
-        if entry.event_kind == "created":
-            size += entry.size or 0
-        if count and (count >= limits.max_files or size > limits.max_bytes):
+        size += _size(entry)
+        if _full(count, size, limits):
             break
         count += 1
     return entries[:count]
+
+
+def _size(entry: FileRef) -> int:
+    """What an entry adds to a batch's bytes: a created file's size (None counts 0), a removal nothing."""
+    return (entry.size or 0) if entry.event_kind == "created" else 0
+
+
+def _full(count: int, size: int, limits: Limits) -> bool:
+    """Whether a batch of `count` entries can take no entry that brings its bytes to `size` (its first
+    entry is taken whatever its size, so every batch makes progress)."""
+    return count > 0 and (count >= limits.max_files or size > limits.max_bytes)
+
+
+def _batch(taken: Sequence[FileRef], start: Checkpoint, end: Checkpoint) -> Batch:
+    return Batch(
+        files=tuple(entry for entry in taken if entry.event_kind == "created"),
+        removals=tuple(entry for entry in taken if entry.event_kind == "removed"),
+        start=start,
+        end=end,
+    )
 
 
 def _checkpoint_after(start: Checkpoint, pending: _Pending, taken: int) -> Checkpoint:

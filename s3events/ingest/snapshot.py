@@ -34,27 +34,34 @@ class MetadataSnapshot:
     def __init__(self, path: str, *, storage_options: Callable[[], dict[str, str]]) -> None:
         self.path = path
         self._storage = storage_options
-        self._open: tuple[int, DeltaTable] | None = None  # the last version opened: one per bootstrap
+        # The files of the last version opened, sorted by path (one version per bootstrap); dropped after
+        # a failed read, so the next batch opens the table again (with credentials renewed meanwhile).
+        self._open: tuple[int, list[ds.Fragment]] | None = None
 
     def rows(
         self, version: int, *, file: int = 0, row: int = 0, bucket: str | None = None, key_prefix: str = ""
     ) -> Iterator[SnapshotRow]:
         """The snapshot's rows from data file `file` (sorted by path), row `row` on, in that order; only
         those in `bucket` (None: any) whose key starts with `key_prefix`."""
-        fragments = sorted(self._dataset(version).get_fragments(), key=lambda f: f.path)
-        for index in range(file, len(fragments)):
-            yield from _file_rows(
-                fragments[index],
-                version,
-                index=index,
-                skip=row if index == file else 0,
-                keep=lambda rows: _wanted(rows, bucket, key_prefix),
-            )
+        fragments = self._fragments(version)
+        try:
+            for index in range(file, len(fragments)):
+                yield from _file_rows(
+                    fragments[index],
+                    version,
+                    index=index,
+                    skip=row if index == file else 0,
+                    keep=lambda rows: _wanted(rows, bucket, key_prefix),
+                )
+        except Exception:
+            self._open = None
+            raise
 
-    def _dataset(self, version: int) -> ds.Dataset:
+    def _fragments(self, version: int) -> list[ds.Fragment]:
         if self._open is None or self._open[0] != version:
-            self._open = (version, self._table_at(version))
-        return self._open[1].to_pyarrow_dataset()
+            dataset = self._table_at(version).to_pyarrow_dataset()
+            self._open = (version, sorted(dataset.get_fragments(), key=lambda f: f.path))
+        return self._open[1]
 
     def _table_at(self, version: int) -> DeltaTable:
         options = self._storage()
@@ -80,18 +87,18 @@ def _file_rows(
     passed over by their metadata."""
     offset = 0
     for group in fragment.split_by_row_group():
-        rows_in_group = group.metadata.num_rows if group.metadata is not None else group.count_rows()
+        rows_in_group = sum(info.num_rows for info in group.row_groups)  # (`metadata`: the whole file's)
         if offset + rows_in_group <= skip:
             offset += rows_in_group
             continue
         for batch in group.to_batches(columns=COLUMNS, batch_size=BATCH_ROWS):
-            table = _plain_strings(pa.Table.from_batches([batch]))
+            table = plain_strings(pa.Table.from_batches([batch]))
             numbers = pa.array(np.arange(offset, offset + table.num_rows, dtype=np.int64))
             offset += table.num_rows
             table = table.append_column("_row", numbers)
             table = table.filter(pc.and_(pc.greater_equal(numbers, skip), keep(table)))
             for r in table.to_pylist():
-                yield SnapshotRow(_file_ref(r, version), index, r["_row"])
+                yield SnapshotRow(FileRef.from_row(r, commit_version=version), index, r["_row"])
 
 
 def _wanted(rows: pa.Table, bucket: str | None, key_prefix: str) -> pa.Array:
@@ -102,21 +109,7 @@ def _wanted(rows: pa.Table, bucket: str | None, key_prefix: str) -> pa.Array:
     return wanted.combine_chunks() if isinstance(wanted, pa.ChunkedArray) else wanted
 
 
-def _plain_strings(rows: pa.Table) -> pa.Table:
+def plain_strings(rows: pa.Table) -> pa.Table:
     """string_view columns (delta-rs writes its rewritten files so) as strings: Arrow's filter needs them."""
     schema = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else f for f in rows.schema])
     return rows.cast(schema)
-
-
-def _file_ref(r: dict[str, Any], version: int) -> FileRef:
-    return FileRef(
-        bucket=r["bucket"],
-        key=r["key"],
-        etag=r["etag"],
-        version_id=r["version_id"],
-        size=r["size"],
-        event_time=r["event_time"],
-        event_id=r["event_id"],
-        event_kind=r["event_kind"],
-        commit_version=version,
-    )
