@@ -298,7 +298,7 @@ def chaos_cells(r: Record) -> list[str]:
     ]
 
 
-UNITS = {"_ms": " ms", "_s": " s", "_x": "x", "_mib": " MiB", "_mb": " MB"}
+UNITS = {"_per_s": "/s", "_ms": " ms", "_s": " s", "_x": "x", "_mib": " MiB", "_mb": " MB"}
 
 
 def figure(name: str, value: Any) -> str:
@@ -307,6 +307,20 @@ def figure(name: str, value: Any) -> str:
     label = name.removesuffix(next((sfx for sfx in UNITS if name.endswith(sfx)), "")).replace("_", " ")
     shown = f"{value:.2f}" if unit == "x" else f"{value:,}" if isinstance(value, int) else f"{value}"
     return f"{label} {shown}{unit}"
+
+
+def bootstrap_cells(r: Record) -> list[str]:
+    f = r["figures"]
+    rise = f" (+{f['driver_rise_mb']:,} MB)" if "driver_rise_mb" in f else ""
+    jvm = f", JVM {f['jvm_peak_mb']:,} MB" if "jvm_peak_mb" in f else ""
+    files = f", {f['files_per_s']:,} files/s" if "files_per_s" in f else ""
+    return [
+        r["case"],
+        f"{f['batches']:,}",
+        f"{f['rows_per_s']:,} rows/s{files}",
+        f"{f['driver_peak_mb']:,} MB{rise}{jvm}",
+        command(r),
+    ]
 
 
 def generic_cells(r: Record) -> list[str]:
@@ -415,6 +429,9 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
     for name in OTHERS:
         made[name] = detail(name, ["case", "figures", "command"], generic_cells, d)
     made["chaos"] = detail("chaos", ["case", "faults", "lines", "command"], chaos_cells, d)
+    made["bootstrap"] = detail(
+        "bootstrap", ["case", "batches", "throughput", "driver peak (rise)", "command"], bootstrap_cells, d
+    )
     return made
 
 
