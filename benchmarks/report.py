@@ -329,7 +329,7 @@ def generic_cells(r: Record) -> list[str]:
 
 def provenance(directory: Path | None = None) -> list[str]:
     """Where the figures come from: commits, dates, machine and load, over every record shown."""
-    shown = [r for b in BENCHMARKS for r in records(b, directory)]
+    shown = [r for b in (*BENCHMARKS, *OTHERS, "bootstrap") for r in records(b, directory)]
     if not shown:
         return ["No results recorded yet."]
     machines = sorted(
