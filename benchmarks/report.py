@@ -344,7 +344,7 @@ def provenance(directory: Path | None = None) -> list[str]:
     dates = sorted(r["date"][:10] for r in shown)
     return [
         f"Machine: {'; '.join(machines)}; Python {versions.get('python')}, Spark {versions.get('pyspark')}, "
-        f"delta-rs {versions.get('deltalake')}, pyarrow {versions.get('pyarrow')}. ",
+        f"delta-rs {versions.get('deltalake')}, pyarrow {versions.get('pyarrow')}.",
         f"Code: {', '.join(commits)}; measured {dates[0]}"
         + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
         + f"; 1-minute load average {min(loads):.1f}-{max(loads):.1f} during the runs.",
