@@ -139,6 +139,12 @@ def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="VERSION",
         help="treat metadata versions <= VERSION as ingested and start after it (never moves backwards)",
     )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="delete the --target tables and error tables; ingest rebuilds them from the metadata snapshot",
+    )
+    parser.add_argument("--yes", action="store_true", help="confirm --rebuild")
 
 
 def _ingest(args: argparse.Namespace, cleanup: ExitStack) -> int:
@@ -151,6 +157,10 @@ def _ingest(args: argparse.Namespace, cleanup: ExitStack) -> int:
     settings = _load(args, "ingest")
     preflight.check(settings, preflight.ingest_locations(settings, args.target))  # before Spark
     require_java()
+    if args.rebuild:
+        from s3events.ingest.rebuild import rebuild_targets
+
+        rebuild_targets(settings, args.target, confirmed=args.yes, checkpoint=args.checkpoint)
     stop = StopFlag()
     stop.install_signal_handlers()
     metrics = _observe(settings, cleanup)
