@@ -101,6 +101,8 @@ __all__ = [
     "TARGET_RECORD_KEY",
     "TARGET_SCHEMA",
     "TARGET_TEXT_FAST_PATH",
+    "TARGET_TRANSFORM_SQL",
+    "TARGET_TRANSFORM_SQL_FILE",
     "CheckpointStrategy",
     "LogFormat",
     "LogLevel",
@@ -451,6 +453,19 @@ TARGET_SCHEMA: Key[str | None] = _target(
     "schema",
     type=StrType(),
     doc="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP' (unset = inferred from the files).",
+)
+TARGET_TRANSFORM_SQL: Key[str | None] = _target(
+    "transform.sql",
+    type=StrType(),
+    doc="Spark SQL run on each batch before it is written, reading the parsed rows as `src` (or Hudi's "
+    "<SRC>), e.g. SELECT *, to_date(ts) AS dt FROM src WHERE id IS NOT NULL; row-wise only (no aggregate, "
+    "window, join, DISTINCT or LIMIT).",
+)
+TARGET_TRANSFORM_SQL_FILE: Key[str | None] = _target(
+    "transform.sql.file",
+    type=StrType(),
+    doc="A file (local path or s3://bucket/key) of ';'-separated Spark SQL statements (temporary views, "
+    "then the query whose rows are written), read at start-up; instead of transform.sql.",
 )
 TARGET_READER_OPTIONS: Key[Mapping[str, str]] = _target(
     "reader.options",

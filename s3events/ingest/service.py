@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -28,13 +28,46 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def transforms_of(specs: Sequence[TargetSpec], options: aws.AwsOptions) -> dict[str, Any]:
+    """Target name -> its TransformSpec, for the targets with one (their SQL read now: ConfigError)."""
+    from s3events.ingest.transform import transform_spec
+
+    found = {}
+    for spec in specs:
+        names = (
+            keys.TARGET_TRANSFORM_SQL.concrete(spec.name),
+            keys.TARGET_TRANSFORM_SQL_FILE.concrete(spec.name),
+        )
+        loaded = transform_spec(
+            sql=spec.transform_sql, sql_file=spec.transform_sql_file, keys=names, aws_options=options
+        )
+        if loaded is not None:
+            found[spec.name] = loaded
+    return found
+
+
+def declared_arrow_schema(spec: TargetSpec) -> pa.Schema:
+    """`src`'s schema for a target whose `schema` key declares what its files hold: lineage, then it."""
+    from s3events.ingest.files.line_parse import arrow_schema, declared_schema
+    from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE_FIELDS, TIMESTAMP
+
+    declared = declared_schema(spec)
+    assert declared is not None
+    return pa.schema([*LINEAGE_FIELDS, *arrow_schema(declared), pa.field(INGESTED_AT, TIMESTAMP)])
+
+
 class SparkRead:
     """Step 2 on Spark. The session starts at the first batch: a run that finds nothing never starts it."""
 
-    def __init__(self, settings: Settings, *, spark: Any = None) -> None:
+    def __init__(self, settings: Settings, specs: Sequence[TargetSpec] = (), *, spark: Any = None) -> None:
         self._aws = aws.options_from(settings)
         self._spark = spark
         self._master = settings.get(keys.SPARK_MASTER)  # None: spark-submit's --master decides
+        self._transforms = transforms_of(specs, self._aws)  # the SQL read (and refused) at start-up
+        self._checked: dict[str, Any] = {}  # target name -> its Transform, built at its first use
+        for spec in specs:
+            if spec.name in self._transforms and spec.schema_ddl:  # src known: analysed before any batch
+                self._transform(spec).check(declared_arrow_schema(spec))
 
     @property
     def spark(self) -> Any:
@@ -44,11 +77,29 @@ class SparkRead:
             self._spark = get_spark(master=self._master, app_name="s3events-ingest")
         return self._spark
 
+    def _transform(self, spec: TargetSpec) -> Any:
+        from s3events.ingest.transform import Transform
+
+        if spec.name not in self._checked:
+            self._checked[spec.name] = Transform(self.spark, self._transforms[spec.name])
+        return self._checked[spec.name]
+
     def __call__(self, batch: Batch, spec: TargetSpec, *, existing_schema: pa.Schema | None) -> ReadResult:
         from s3events.infra.spark import jvm_gone
         from s3events.ingest.files.dispatch import run_batch
+        from s3events.ingest.files.transform_path import run_transformed
 
         try:
+            if spec.name in self._transforms:
+                return run_transformed(
+                    self.spark,
+                    batch,
+                    spec,
+                    self._transform(spec),
+                    existing_schema=existing_schema,
+                    aws=self._aws,
+                    ingested_at=datetime.now(UTC),
+                )
             return run_batch(
                 self.spark,
                 batch,
@@ -78,6 +129,7 @@ class IngestPorts:
 def ingest_ports(settings: Settings, *, targets: tuple[str, ...] = (), spark: Any = None) -> IngestPorts:
     options = aws.options_from(settings)
     storage = aws.FreshStorageOptions(options)  # renewed while running
+    specs = target_specs(settings, targets)
     return IngestPorts(
         feed=MetadataFeed(
             settings.require(keys.METADATA_TABLE_PATH), storage_options=storage, aws_options=options
@@ -88,9 +140,9 @@ def ingest_ports(settings: Settings, *, targets: tuple[str, ...] = (), spark: An
                 TargetTable(spec.path, spec.app_id, storage_options=storage),
                 ErrorTable(spec.error_table_path, spec.app_id, storage_options=storage),
             )
-            for spec in target_specs(settings, targets)
+            for spec in specs
         ],
-        read=SparkRead(settings, spark=spark),
+        read=SparkRead(settings, specs, spark=spark),
     )
 
 

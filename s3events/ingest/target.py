@@ -32,6 +32,8 @@ class TargetSpec:
     partition_by: tuple[str, ...] = ()
     on_missing_object: keys.OnMissingObject = "skip"
     on_object_removed: keys.OnObjectRemoved = "ignore"
+    transform_sql: str | None = None  # the transform.sql value (transform.TransformSpec reads both)
+    transform_sql_file: str | None = None
 
     @property
     def fast_path(self) -> bool:
@@ -99,6 +101,8 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 partition_by=settings.get_for(name, keys.TARGET_PARTITION_BY),
                 on_missing_object=settings.get_for(name, keys.TARGET_ON_MISSING_OBJECT),
                 on_object_removed=settings.get_for(name, keys.TARGET_ON_OBJECT_REMOVED),
+                transform_sql=settings.get_for(name, keys.TARGET_TRANSFORM_SQL),
+                transform_sql_file=settings.get_for(name, keys.TARGET_TRANSFORM_SQL_FILE),
             )
         )
     return specs

@@ -82,7 +82,7 @@ def _read(source: str, key: str, aws_options: aws.AwsOptions) -> str:
             return bytes(body).decode("utf-8")
         return Path(source).read_text(encoding="utf-8")
     except Exception as exc:  # any reason the file cannot be read is the user's to fix
-        raise ConfigError(key, f"cannot read {source}: {_first_line(exc)}") from exc
+        raise ConfigError(key, f"cannot read {source}: {first_line(exc)}") from exc
 
 
 class Transform:
@@ -91,25 +91,26 @@ class Transform:
     def __init__(self, spark: Any, spec: TransformSpec) -> None:
         self.spec = spec
         self._session = spark.newSession()
+        self.removes_rows = True  # whether the last plan can drop an input row (a WHERE, a generator)
 
     def check(self, schema: pa.Schema) -> pa.Schema:
         """The schema of the rows the transform writes for input rows of `schema`; ConfigError naming the
         key (one line, first line of Spark's message) for SQL Spark refuses or a plan that is not
         row-wise. Runs no Spark job."""
-        with _quiet_spark_errors():
+        with quiet_spark_errors():
             try:
                 frame = self._frame(schema.empty_table())
             except ConfigError:
                 raise
             except Exception as exc:
-                raise ConfigError(self.spec.key, _first_line(exc)) from exc
+                raise ConfigError(self.spec.key, first_line(exc)) from exc
         from pyspark.sql.pandas.types import to_arrow_schema
 
         return to_arrow_schema(frame.schema, timezone=self._session.conf.get("spark.sql.session.timeZone"))
 
     def apply(self, rows: pa.Table) -> Transformed:
         """The transform of `rows`; the files that fail it as error rows, the rest transformed."""
-        with _quiet_spark_errors():
+        with quiet_spark_errors():
             outputs, errors = self._isolating(rows)
         if errors and len(errors) == len(_files(rows)) > 1:
             raise TransformFailed(f"{self.spec.key} failed for every file of the batch: {errors[0][1]}")
@@ -124,8 +125,8 @@ class Transform:
         except ConfigError:
             raise
         except Exception as exc:
-            reason = _first_line(exc)
-            if _about_the_sql(exc):  # the SQL does not fit these rows: no file is to blame
+            reason = first_line(exc)
+            if about_the_sql(exc):  # the SQL does not fit these rows: no file is to blame
                 raise TransformFailed(f"{self.spec.key}: {reason}") from exc
             files = _files(rows)
             if len(files) == 1:
@@ -143,25 +144,35 @@ class Transform:
     def _empty_output(self, schema: pa.Schema) -> pa.Table:
         return self.check(schema).empty_table()
 
+    @property
+    def session(self) -> Any:
+        """The transform's own Spark session (a DataFrame for `frame_of` must belong to it)."""
+        return self._session
+
     def _frame(self, rows: pa.Table) -> Any:
-        """The transform's DataFrame over `rows`, its plan checked and its lineage carried."""
+        src = self._session.createDataFrame(rows if rows.num_rows else [], schema=_spark_schema(rows.schema))
+        return self.frame_of(src)
+
+    def frame_of(self, src: Any) -> Any:
+        """The transform's DataFrame over the DataFrame `src` (of `session`), its plan checked and its
+        lineage carried."""
         from pyspark.sql import DataFrame
 
         session = self._session
-        spark_schema = _spark_schema(rows.schema)
-        src = session.createDataFrame(rows if rows.num_rows else [], schema=spark_schema)
         src.createOrReplaceTempView(SRC)
         *setup, query = self.spec.statements
         for statement in setup:
             session.sql(statement)
         analyzed = session.sql(query)._jdf.queryExecution().analyzed()
-        reason = refusal(_plan_node(analyzed))
+        tree = _plan_node(analyzed)
+        self.removes_rows = _holds(tree, {"Filter", "Generate"})
+        reason = refusal(tree)
         if reason:
             raise ConfigError(self.spec.key, f"a transform must be row-wise, and this one has {reason}")
         jvm = session._jvm
         if analyzed.getClass().getSimpleName() == "WithCTE":  # references to a CTE keep stale columns
             analyzed = jvm.org.apache.spark.sql.catalyst.optimizer.InlineCTE(True, False).apply(analyzed)
-        carried = [c for c in CARRIED if c in rows.column_names]
+        carried = [c for c in CARRIED if c in src.columns]
         plan = _carry_lineage(jvm, analyzed, carried)
         return DataFrame(
             jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, plan), session
@@ -183,6 +194,10 @@ def _plan_node(node: Any) -> PlanNode:
         src_view=src_view,
         has_subquery=node.subqueries().size() > 0,
     )
+
+
+def _holds(node: PlanNode, kinds: set[str]) -> bool:
+    return node.name in kinds or any(_holds(child, kinds) for child in node.children)
 
 
 def _carry_lineage(jvm: Any, node: Any, carried: Sequence[str]) -> Any:
@@ -227,20 +242,20 @@ def _row_keys(rows: pa.Table) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "\x00").combine_chunks()
 
 
-def _about_the_sql(exc: BaseException) -> bool:
+def about_the_sql(exc: BaseException) -> bool:
     """Whether Spark refused the SQL itself (a parse or analysis error), not a value while running it."""
     from pyspark.errors import AnalysisException, ParseException
 
     return isinstance(exc, AnalysisException | ParseException)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
 
 @contextmanager
-def _quiet_spark_errors() -> Iterator[None]:
+def quiet_spark_errors() -> Iterator[None]:
     """PySpark logs the SQL errors it turns into Python exceptions, JVM stack included; ours are caught
     and reported in one line, so that log is silenced while a transform runs."""
     loggers = [logging.getLogger(name) for name in ("py4j", "py4j.java_gateway", "pyspark")]

@@ -89,20 +89,18 @@ def statements(text: str) -> list[str]:
 
 
 def refusal(plan: PlanNode) -> str | None:
-    """Why `plan` is not row-wise over `src` (the first reason found), or None when it is."""
-    return _refusal(plan, under_src=False)
-
-
-def _refusal(node: PlanNode, *, under_src: bool) -> str | None:
-    if node.has_subquery:
+    """Why `plan` is not row-wise over `src` (the first reason found), or None when it is. What is under
+    the view `src` is the service's own reading of the batch, not the user's plan."""
+    if plan.src_view:
+        return None
+    if plan.has_subquery:
         return "a subquery (it reads the batch as a whole)"
-    if node.name not in ROW_WISE:
-        return _CALLED.get(node.name, f"a {node.name} step (not row-wise)")
-    under_src = node.src_view or (under_src and node.name != "View")
-    if not node.children and node.name in ("LocalRelation", "LogicalRDD") and not under_src:
+    if plan.name not in ROW_WISE:
+        return _CALLED.get(plan.name, f"a {plan.name} step (not row-wise)")
+    if not plan.children and plan.name in ("LocalRelation", "LogicalRDD"):
         return "rows that do not come from src (a VALUES list): a transform reads src only"
-    for child in node.children:
-        reason = _refusal(child, under_src=under_src)
+    for child in plan.children:
+        reason = refusal(child)
         if reason:
             return reason
     return None

@@ -71,10 +71,10 @@ def run_line_path(
         out = ReadOutput(schema=schema, errors=errors, failed_files=failed)
         if target.mode == "merge":
             latest = post_parse.latest_per_key(good, target)
-            out.merge = MergeInput.held(_staged_rows(latest, target, aws).cast(schema))
+            out.merge = MergeInput.held(staged_rows(latest, target, aws).cast(schema))
             out.rows = out.merge.num_rows
         else:
-            out.files = _write(good, target, schema, aws, sum(f.size or 0 for f in files))
+            out.files = write_rows(good, target, schema, aws, sum(f.size or 0 for f in files))
             out.rows = sum(f.num_records for f in out.files)
         return out
     finally:
@@ -111,7 +111,7 @@ def _parse_lines(
     return good, read_errors.unionByName(bad)
 
 
-def _staged_rows(df: DataFrame, target: TargetSpec, aws: AwsOptions) -> pa.Table:
+def staged_rows(df: DataFrame, target: TargetSpec, aws: AwsOptions) -> pa.Table:
     """`df` in the driver, each partition handed over through the target's staging directory: collected,
     a merge batch's rows would all be in the driver's JVM at once (measured: docs/architecture.md)."""
     stage = partial(_stage_partition, table_uri=target.path, aws=aws)
@@ -130,7 +130,7 @@ def _stage_partition(
         yield pa.record_batch({"staged": [staged]})
 
 
-def _write(
+def write_rows(
     df: DataFrame, target: TargetSpec, schema: pa.Schema, aws: AwsOptions, total_bytes: int
 ) -> list[WrittenFile]:
     if target.partition_by:
