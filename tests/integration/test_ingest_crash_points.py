@@ -1,6 +1,7 @@
 """Kill ingest at any instant — between batches, after the executors wrote Parquet, after the error
-table was written — and resume: every line still lands exactly once, in append and in merge mode
-(hypothesis over limits and kill points; the pure planner has its own, much larger property test).
+table was written — and resume: every line still lands exactly once, in append and in merge mode and
+through a SQL transform (hypothesis over limits and kill points; the pure planner has its own, much
+larger property test).
 
 A kill is a step that raises `Killed` (a BaseException, as uncatchable for the cycle as SIGKILL) right
 after the real step ran; the cycle itself is the production one, built by `build_ingest`."""
@@ -42,7 +43,12 @@ def shared_stack(make_stack, s3):
 
 
 # Merge mode: the tasks' written rows are committed as they are when their keys are new.
-MODES = {"append": {}, "merge": {"mode": "merge", "record__key": "file,n"}}
+# A transformed batch: read into scratch files, transformed, written; a kill leaves only uncommitted files.
+MODES = {
+    "append": {},
+    "merge": {"mode": "merge", "record__key": "file,n"},
+    "transform": {"transform__sql": "SELECT file, n, n * 10 AS tenfold FROM src WHERE file IS NOT NULL"},
+}
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
