@@ -39,15 +39,13 @@ from typing import Any
 
 from benchmarks.harness import MemorySampler, Run, add_common, load_text, rss_bytes, smoke
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
+from benchmarks.harness.metadata import write_created_events
 from benchmarks.harness.procs import descendant
 from s3events.config import load_settings
-from s3events.events.model import ObjectEvent
-from s3events.events.record import EventRecord
 from s3events.infra import aws
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Checkpoint, Limits
 from s3events.ingest.plan import Route, plan_snapshot
-from s3events.metadata.table import MetadataTable
 
 BUCKET = "bench-bootstrap"
 CHUNK = 20_000
@@ -79,25 +77,7 @@ def write_metadata(path: str, rows: int, real: list[tuple[str, str, int]]) -> No
     now = datetime.now(UTC)
     made_up = ((f"other/{i:08d}.json", f"{i:032x}", 500) for i in range(rows - len(real)))
     objects = [*real, *made_up]
-    table = MetadataTable(path, storage_options={})
-    for start in range(0, len(objects), CHUNK):
-        records = [
-            EventRecord(
-                event=ObjectEvent(
-                    bucket=BUCKET,
-                    key=key,
-                    event_name="ObjectCreated:Put",
-                    event_time=now,
-                    size=size,
-                    etag=etag,
-                ),
-                source="backfill",
-                captured_at=now,
-                message_id=key,
-            )
-            for key, etag, size in objects[start : start + CHUNK]
-        ]
-        table.commit(records, custom_metadata={})
+    write_created_events(path, BUCKET, objects, chunk=CHUNK, at=now, source="backfill", message_prefix=None)
 
 
 def measure_plan(path: str, max_files: int) -> dict[str, Any]:

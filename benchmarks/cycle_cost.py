@@ -89,16 +89,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.harness import Measure, Run, add_common, cpu_by_process, median, smoke
 from benchmarks.harness import load_text as load
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint, PatchedMotoServer
+from benchmarks.harness.metadata import write_created_events
 from s3events.capture.service import build_capture
 from s3events.config import Settings, load_settings
 from s3events.dev import provision
-from s3events.events.model import ObjectEvent
-from s3events.events.record import EventRecord
 from s3events.infra import aws
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Batch, Checkpoint, Limits
 from s3events.ingest.plan import Route, plan
-from s3events.metadata.table import MetadataTable
 
 BUCKET = "bench-cycle-cost"
 QUEUE = "bench-cycle-cost-events"
@@ -394,27 +392,17 @@ class Bucket:
 def write_metadata_rows(path: str, objects: list[tuple[str, str, int]], chunk: int) -> None:
     """The rows capture would have written for objects that arrived earlier (30 days ago, as their
     LastModified says), one commit per `chunk`."""
-    table = MetadataTable(path, storage_options={})
     arrived = datetime.now(UTC) - timedelta(days=30)
-    for start in range(0, len(objects), chunk):
-        now = arrived + timedelta(seconds=start)
-        records = [
-            EventRecord(
-                event=ObjectEvent(
-                    bucket=BUCKET,
-                    key=key,
-                    event_name="ObjectCreated:Put",
-                    event_time=now,
-                    size=size,
-                    etag=etag,
-                ),
-                source="sqs",
-                captured_at=now,
-                message_id=f"earlier-{start + i}",
-            )
-            for i, (key, etag, size) in enumerate(objects[start : start + chunk])
-        ]
-        table.commit(records, custom_metadata={"s3events.writer": "capture"})
+    write_created_events(
+        path,
+        BUCKET,
+        objects,
+        chunk=chunk,
+        at=arrived,
+        seconds_apart=1.0,
+        message_prefix="earlier-",
+        custom_metadata={"s3events.writer": "capture"},
+    )
 
 
 # -- ours ---------------------------------------------------------------------------------------------------

@@ -78,7 +78,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +89,9 @@ import pyarrow.parquet as pq
 from benchmarks.harness import Measure, Run, add_common, load_text, median, ratio, smoke
 from benchmarks.harness.baselines import READERS, pyarrow_to_delta, read_with_pyarrow, spark_to_parquet
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
+from benchmarks.harness.metadata import write_created_events
 from s3events.config import Settings, load_settings
-from s3events.events.model import ObjectEvent
-from s3events.events.record import EventRecord
 from s3events.infra import aws
-from s3events.metadata.table import MetadataTable
 
 BUCKET = "bench-ingest"
 TARGET = "bench"
@@ -197,19 +194,7 @@ def put_files(
 
 def write_metadata(path: str, objects: list[tuple[str, str, int]]) -> None:
     """One metadata commit with a created event per object, as one capture batch would write it."""
-    now = datetime.now(UTC)
-    records = [
-        EventRecord(
-            event=ObjectEvent(
-                bucket=BUCKET, key=key, event_name="ObjectCreated:Put", event_time=now, size=size, etag=etag
-            ),
-            source="sqs",
-            captured_at=now,
-            message_id=f"bench-{i}",
-        )
-        for i, (key, etag, size) in enumerate(objects)
-    ]
-    MetadataTable(path, storage_options={}).commit(records, custom_metadata={})
+    write_created_events(path, BUCKET, objects)
 
 
 def ingest_settings(
