@@ -44,18 +44,7 @@ the expected cycles. It needs ElasticMQ at 100,000 (moto takes 0.4 s per receive
 small files for the duplicate check to read, and memory and cycle time follow that file count.
 `--metadata DIR` keeps the metadata table in DIR across runs (a fresh process against a grown table).
 
-Figures with the ids in memory (be964eb, load about 1): README "Capture's client CPU" and
-docs/capture.md#capture-under-a-backlog. Earlier figures, with an append that scanned the window on every
-commit (2 cores shared, load 5-10, `nice -n 10`):
-- `--sqs elasticmq --backlog 100000 --batch 1000`: filled in 49-67 s; drained in 302-319 s (313-331/s);
-  RSS 176 MiB before, peak 472-484 MiB (+296/+307), growing ~2.4 MiB per commit as small files pile up
-  (cycle time 1.4 s -> 5.7 s); largest cycle 1000 messages (cap 1000).
-- the same with `--maintenance`: drained in 123-140 s (714-813/s); RSS levels off at 290-360 MiB, peak
-  350-366 MiB (+174/+188), 3-4 compactions; largest cycle 1000. `--backlog 300000 --maintenance`: 378 s
-  (795/s), peak 384 MiB (+205), 12 compactions, largest cycle 1000.
-- `--sqs elasticmq --messages 5000 --rounds 3 --batch 1000`: medians 402 CPU ms per 1,000 messages for
-  the plain loop, 391 for the held loop, 1,138 for capture (2.83x plain; round by round 631, 1,138,
-  1,270: no maintenance between rounds).
+Results: benchmarks/results/capture_throughput.jsonl; the current ones in docs/performance.md#capture.
 """
 
 from __future__ import annotations
@@ -293,7 +282,7 @@ def main() -> int:
             )
         capture.close()
         rate = {k: median(v) for k, v in rates.items()}
-        ms = {k: median(v) for k, v in cpu.items()}
+        cpu_ms = {k: median(v) for k, v in cpu.items()}
         names = {
             "plain": "plain receive+delete (10 in flight)",
             "held": f"held loop ({args.batch} in flight)",
@@ -304,19 +293,18 @@ def main() -> int:
             f"SQS on {args.sqs}:"
         )
         for k, name in names.items():
-            print(f"  {name:38s} {rate[k]:6.0f} msg/s  {ms[k]:5.0f} CPU ms per 1,000 messages")
+            print(f"  {name:38s} {rate[k]:6.0f} msg/s  {cpu_ms[k]:5.0f} CPU ms per 1,000 messages")
         for k in ("plain", "held"):
             print(
                 f"  capture / {k}: throughput {rate['ours'] / rate[k]:.2f}, "
-                f"CPU per message {ms['ours'] / ms[k]:.2f}x"
+                f"CPU per message {cpu_ms['ours'] / cpu_ms[k]:.2f}x"
             )
         params = {"messages": args.messages, "rounds": args.rounds, "batch": args.batch, "sqs": args.sqs}
         params |= {"batch_seconds": args.batch_seconds, "maintenance": args.maintenance}
         params |= {"ids_in_memory": args.ids_in_memory == "true"}
-        figures = {f"{k}_cpu_ms_per_1000": round(ms[k]) for k in ms} | {
-            f"{k}_msg_per_s": round(rate[k]) for k in rate
-        }
-        figures |= {f"ours_vs_{k}_cpu_x": round(ms["ours"] / ms[k], 2) for k in ("plain", "held")}
+        figures: dict[str, float] = {f"{k}_cpu_ms_per_1000": round(cpu_ms[k]) for k in cpu_ms}
+        figures |= {f"{k}_msg_per_s": round(rate[k]) for k in rate}
+        figures |= {f"ours_vs_{k}_cpu_x": round(cpu_ms["ours"] / cpu_ms[k], 2) for k in ("plain", "held")}
         run.add(
             f"{args.sqs}, batch {args.batch}" + (", maintenance" if args.maintenance else ""),
             params=params,

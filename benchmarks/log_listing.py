@@ -19,6 +19,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -65,9 +66,9 @@ def main() -> int:
             rows.append(
                 (
                     entries,
-                    median_ms(lambda p=path: DeltaTable(p), args.repeat),
+                    median_ms(partial(DeltaTable, path), args.repeat),
                     median_ms(table.update_incremental, args.repeat),
-                    median_ms(lambda p=path: os.listdir(os.path.join(p, "_delta_log")), args.repeat),
+                    median_ms(partial(os.listdir, os.path.join(path, "_delta_log")), args.repeat),
                 )
             )
     base = rows[0]

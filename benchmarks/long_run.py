@@ -351,7 +351,8 @@ def main() -> int:
             f"{last.capture_p50 / first.capture_p50:.2f}x{extra}"
         )
         for m in variant.marks:
-            figures = {"capture_p50_ms": round(m.capture_p50, 1), "capture_p99_ms": round(m.capture_p99, 1)}
+            figures: dict[str, float | None] = {"capture_p50_ms": round(m.capture_p50, 1)}
+            figures |= {"capture_p99_ms": round(m.capture_p99, 1)}
             figures |= {"ingest_p50_ms": None if m.ingest_p50 is None else round(m.ingest_p50, 1)}
             figures |= {"metadata_files": m.data_files, "log_entries": m.log_entries}
             if m.requests is not None:

@@ -485,7 +485,7 @@ def main() -> int:
             f"{load()}",
             flush=True,
         )
-        results = []
+        results: list[SizeResult] = []
         pids: dict[str, int | str] = {"driver": "self"} | ({"jvm": jvm} if jvm else {})
         with MemorySampler(pids, every=0.02) as sampler:
             for size in sizes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
@@ -19,7 +20,7 @@ def write_created_events(
     chunk: int | None = None,
     at: datetime | None = None,
     seconds_apart: float = 0.0,
-    source: str = "sqs",
+    source: Literal["sqs", "backfill"] = "sqs",
     message_prefix: str | None = "bench-",
     custom_metadata: Mapping[str, str] | None = None,
 ) -> None:
