@@ -183,6 +183,10 @@ class Ingest:
         if stored is None:
             stored = state.origin = state.origin or state.errors.origin()
         state.durable = stored
+        # Another process's bootstrap went first: theirs holds (positions in two snapshots do not compare).
+        cursor = state.cursor
+        if cursor and cursor.in_snapshot and stored is not None and stored.snapshot != cursor.snapshot:
+            state.cursor = None
         if state.cursor is not None and (stored is None or state.cursor > stored):
             return state.cursor
         if stored is not None:

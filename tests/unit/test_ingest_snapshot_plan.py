@@ -216,3 +216,19 @@ def test_maintenance_keeps_the_whole_log_for_a_target_inside_a_bootstrap():
     unread = first_unread([bootstrapping, following], stored, feed, 3)  # type: ignore[arg-type]
 
     assert unread == {"boot": 0, "follow": 3}  # `follow` needs version 3 on, `boot` everything
+
+
+def test_a_process_whose_bootstrap_another_overtook_goes_on_from_the_stored_position_not_its_own():
+    lake = Lake(FakeFeed([ref(0, f"in/{n}.json") for n in range(3)]))
+    first, second = lake.ingest(target(max_files=1)), lake.ingest(target(max_files=1))
+    lake.read.broken["events"] = RuntimeError("the executors died")
+    first.run_once()  # picks the snapshot of version 0, commits nothing
+    lake.feed.commit(ref(0, "in/3.json"))
+    second.run_once()  # picks the snapshot of version 1, commits nothing
+    del lake.read.broken["events"]
+
+    first.run_once()  # stores a position in the snapshot of version 0
+    while not (second.run_once().idle and first.run_once().idle):
+        pass
+
+    assert sorted(lake.tables["events"].uris) == [uri(f"in/{n}.json") for n in range(4)]  # each once
