@@ -335,6 +335,7 @@ class Ingest:
             seconds=time.monotonic() - started,
             bytes=read_bytes,
             fast_path_files=output.fast_path_files,
+            filtered=output.filtered,
             skipped=dict(output.failed_files),
         )
 

@@ -39,6 +39,9 @@ class IngestMetrics:
         self.bytes = counter("bytes", "bytes of the input files read (object sizes from their events)")
         self.error_rows = counter("error_rows", "rows written to the target's error table")
         self.rows_deleted = counter("rows_deleted", "rows removed from a mirroring target")
+        self.rows_filtered = counter(
+            "rows_filtered", "input rows the target's transform removed (a WHERE: not errors)"
+        )
         self.failures = counter("target_failures", "batches that failed (the target retries them)")
         self.batch_seconds = Histogram(
             "s3events_ingest_batch_duration_seconds",
@@ -77,6 +80,7 @@ class IngestMetrics:
             self.bytes.labels(target).inc(batch.bytes)
             self.error_rows.labels(target).inc(batch.errors)
             self.rows_deleted.labels(target).inc(batch.deleted)
+            self.rows_filtered.labels(target).inc(batch.filtered)
             self.batch_seconds.labels(target).observe(batch.seconds)
             for reason in batch.skipped.values():
                 self.skipped.labels(target, skip_kind(reason)).inc()
@@ -92,6 +96,7 @@ class IngestMetrics:
                 self.bytes,
                 self.error_rows,
                 self.rows_deleted,
+                self.rows_filtered,
                 self.failures,
             ):
                 counter.labels(target)

@@ -21,11 +21,13 @@ class BatchReport:
     bytes: int = 0  # of the files read, as their events give their sizes
     fast_path_files: int = 0  # of `files`: read on the JSON fast path (the rest through Spark's line path)
     skipped: dict[str, str] = field(default_factory=dict)  # files not read: uri -> reason
+    filtered: int = 0  # input rows the target's transform removed
 
     def log_line(self) -> str:
         return (
             f"ingest batch: target={self.target} files={self.files} rows={self.rows} errors={self.errors} "
             f"deleted={self.deleted} "
+            f"{f'filtered={self.filtered} ' if self.filtered else ''}"
             f"checkpoint={self.start.label}->{self.end.label} "
             f"table_version={self.version} elapsed={self.seconds:.2f}s"
         )

@@ -44,7 +44,10 @@ def test_a_transformed_target_holds_the_transform_s_rows_partitioned_by_a_derive
     path = str(tmp_path / "orders")
     conf = target_conf("o", path, "json", transform__sql=CAST_AND_DERIVE, partition__by="dt")
 
-    run_ingest(settings_for(stack, {"o": conf}), once=True, spark=spark)
+    cycle = build_ingest(settings_for(stack, {"o": conf}), spark=spark).run_once()
+
+    assert [(b.rows, b.filtered) for b in cycle.batches] == [(3, 1)]  # the row without an id
+    assert "filtered=1 " in cycle.batches[0].log_line()
 
     rows = sorted(read_table(path), key=lambda r: r["id"])
     assert [(r["id"], r["amount_d"], str(r["dt"])) for r in rows] == [

@@ -249,6 +249,7 @@ class FakeReadResult:
     merge: FakeMergeRows | None = None
     failed_files: dict[str, str] = field(default_factory=dict)
     fast_path_files: int = 0
+    filtered: int = 0
 
     @property
     def rows(self) -> int:

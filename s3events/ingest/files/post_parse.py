@@ -48,6 +48,7 @@ class ReadOutput:
     merge: MergeInput | None = None  # merge mode: the batch's latest row per record key
     failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
     fast_path_files: int = 0  # input files the fast path read (the others took the line path)
+    filtered: int = 0  # input rows the target's transform removed (a WHERE): counted, not errors
 
 
 # -- Arrow: one file's rows in a fast-path task ----------------------------------------------------------

@@ -164,15 +164,13 @@ class _Job:
         schema = self.schema or self._schema_only()
         errors = pa.concat_tables([self.read.errors, _error_rows(failed, self.ingested_at)])
         out = ReadOutput(schema=schema, errors=errors, failed_files={**self.read.failed_files, **failed})
-        out.fast_path_files = self.read.fast_path_files
+        out.fast_path_files, out.filtered = self.read.fast_path_files, self.filtered
         if self.target.mode == "merge":
             rows = pa.concat_tables(merged) if merged else schema.empty_table()
             rows = latest_rows.latest(rows, self.target.record_key, self.target.ordering_field)
             out.merge, out.rows = MergeInput.held(rows), rows.num_rows
         else:
             out.files, out.rows = written, sum(f.num_records for f in written)
-        if self.filtered:
-            log.info("target %s: the transform removed %d rows of the batch", self.target.name, self.filtered)
         return out
 
     def _schema_only(self) -> pa.Schema:
