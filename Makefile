@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 # (~0.5-1 GB each). On 2 cores most of a test's time is waiting (child processes, JVM start-up, polls),
 # so more workers than cores pays.
 WORKERS ?= 4
-XDIST := -n $(WORKERS) --dist worksteal
+XDIST := -n $(WORKERS) --dist load
 
 .PHONY: demo test test-fast test-quick test-long lint venv clean
 

@@ -262,8 +262,22 @@ DELTA_SPARK_CONF = {
 DELTA_SPARK: dict[str, Any] = {"wanted": False, "error": None}
 
 
+# The tiers whose tests take longest (child processes with JVMs of their own, delta-spark), first.
+_LONGEST_FIRST = ("cluster", "process", "chaos", "interop", "integration")
+
+
+def _expected_length(item: pytest.Item) -> int:
+    return next(
+        (len(_LONGEST_FIRST) - n for n, name in enumerate(_LONGEST_FIRST) if item.get_closest_marker(name)),
+        0,
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     DELTA_SPARK["wanted"] = any(item.get_closest_marker("interop") for item in items)
+    # Longest first (a stable sort: every xdist worker collects the same order), so the parallel run
+    # does not end with one worker on a multi-minute test while the others are idle.
+    items.sort(key=_expected_length, reverse=True)
 
 
 @pytest.fixture(scope="session")
