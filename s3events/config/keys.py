@@ -374,8 +374,9 @@ INGEST_MISSING_CHECKPOINT_STRATEGY: Key[CheckpointStrategy] = Key(
     type=ChoiceType(get_args(CheckpointStrategy)),
     default="earliest",
     doc="Where a target with no checkpoint yet starts reading the metadata table: earliest = every "
-    "captured event, latest = only events captured after its first run (that point is recorded in the "
-    "target's error table at the first run, so later runs and restarts start there too).",
+    "captured event (the table's snapshot at its latest version, in bounded batches, then its change feed "
+    "from there: no old versions needed), latest = only events captured after its first run (that point "
+    "is recorded in the target's error table at the first run, so later runs and restarts start there too).",
     group="Ingest",
 )
 SPARK_MASTER: Key[str | None] = Key(
