@@ -71,44 +71,24 @@ def commit_files(
     processes that both believe they own a batch cannot both commit it.
 
     `handle` is the caller's kept table handle (same path), updated here instead of opening the table.
-
     `based_on` is the version the caller decided on (e.g. that the table holds none of the rows' keys):
     CommitConflict unless the table is still at it, and the commit is made as exactly the next version,
     never rebased over a concurrent one. It needs an existing table that already has every column.
     """
-    for f in files:
-        if set(f.partition_values) != set(partition_by):
-            raise ValueError(
-                f"{f.path}: partition values {dict(f.partition_values)} do not match {partition_by}"
-            )
+    actions = _add_actions(files, partition_by)
     commit_id = str(uuid.uuid4())
-    properties = CommitProperties(
-        custom_metadata={**(custom_metadata or {}), COMMIT_ID_KEY: commit_id},
-        app_transactions=[Transaction(app_id, version) for app_id, version in transactions.items()],
-        max_commit_retries=None if based_on is None else 0,
-    )
-    actions = [
-        AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats) for f in files
-    ]
+    properties = _properties(commit_id, custom_metadata, transactions, based_on=based_on)
     options = dict(storage_options) if is_s3(table_uri) else None
     handle = handle or TableHandle(table_uri, lambda: storage_options)
     with committing(table_uri):
         table = handle.latest()
         check_transactions(table, table_uri, expected_transactions)
-        if based_on is not None and (table is None or table.version() != based_on):
-            raise CommitConflict(
-                f"{table_uri}: the table moved past version {based_on} while this batch was checked "
-                "against it: another writer committed meanwhile; batch abandoned"
-            )
+        _check_based_on(table, table_uri, based_on)
         if table is None:
             config = dict(configuration or {})
-            if all(key.startswith("delta.") for key in config):
-                if _create_with_files(table_uri, schema, actions, partition_by, config, options, properties):
-                    return 0
-            else:
-                _create_empty(table_uri, schema, partition_by, config, options)
-            table = handle.latest()
-            if table is None:
+            if _create(table_uri, schema, actions, partition_by, config, options, properties):
+                return 0
+            if (table := handle.latest()) is None:
                 raise FatalError(f"cannot create the Delta table at {table_uri}")
         _check_partitioning(table, table_uri, partition_by)
         _add_new_columns(table, table_uri, schema)
@@ -121,6 +101,59 @@ def commit_files(
             post_commithook_properties=AFTER_COMMIT,
         )
     return _version_of(handle, commit_id)
+
+
+def _properties(
+    commit_id: str,
+    custom_metadata: Mapping[str, str] | None,
+    transactions: Mapping[str, int],
+    *,
+    based_on: int | None,
+) -> CommitProperties:
+    """The commit's info (our id, to find its version) and app transactions; no rebase when `based_on`."""
+    return CommitProperties(
+        custom_metadata={**(custom_metadata or {}), COMMIT_ID_KEY: commit_id},
+        app_transactions=[Transaction(app_id, version) for app_id, version in transactions.items()],
+        max_commit_retries=None if based_on is None else 0,
+    )
+
+
+def _check_based_on(table: DeltaTable | None, table_uri: str, based_on: int | None) -> None:
+    if based_on is not None and (table is None or table.version() != based_on):
+        raise CommitConflict(
+            f"{table_uri}: the table moved past version {based_on} while this batch was checked "
+            "against it: another writer committed meanwhile; batch abandoned"
+        )
+
+
+def _add_actions(files: Sequence[WrittenFile], partition_by: Sequence[str]) -> list[AddAction]:
+    for f in files:
+        if set(f.partition_values) != set(partition_by):
+            raise ValueError(
+                f"{f.path}: partition values {dict(f.partition_values)} do not match {partition_by}"
+            )
+    return [
+        AddAction(f.path, f.size, dict(f.partition_values), f.modification_time, True, f.stats) for f in files
+    ]
+
+
+def _create(
+    table_uri: str,
+    schema: pa.Schema,
+    actions: list[AddAction],
+    partition_by: Sequence[str],
+    configuration: dict[str, str],
+    options: dict[str, str] | None,
+    properties: CommitProperties,
+) -> bool:
+    """Create the table: with the files in version 0 (True) when delta-kernel knows every property, else
+    empty (False: the files go in the next commit)."""
+    if all(key.startswith("delta.") for key in configuration):
+        return _create_with_files(
+            table_uri, schema, actions, partition_by, configuration, options, properties
+        )
+    _create_empty(table_uri, schema, partition_by, configuration, options)
+    return False
 
 
 def check_transactions(

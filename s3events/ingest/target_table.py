@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from deltalake import CommitProperties, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from s3events.errors import CheckpointError, CommitConflict
 from s3events.infra import delta, delta_stats
@@ -100,32 +100,7 @@ class TargetTable:
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
         files = pa.table(table.get_add_actions(flatten=True))
         if holds_none_of(files, batch.keys, record_key):
-            # Nothing to update: append, as exactly the version after the snapshot just checked (a commit
-            # that lost that version fails: CommitConflict) with the checkpoint, without a MERGE's scan,
-            # join and change-data files. Rows the tasks wrote are committed as they are.
-            held_schema = pa.schema(table.schema())
-            if batch.files and set(batch.schema.names) <= set(held_schema.names):
-                return self._commit_files(
-                    batch.files,
-                    schema=held_schema,
-                    partition_by=partition_by,
-                    end=end,
-                    seen=seen,
-                    custom_metadata=self._commit_metadata(end),
-                    based_on=table.version(),
-                )
-            rows = batch.take_rows()
-            with delta.committing(self.path, kind="target"):
-                write_deltalake(
-                    table,
-                    rows,
-                    mode="append",
-                    schema_mode="merge",
-                    writer_properties=delta_stats.writer_properties(table.schema(), rows.schema),
-                    commit_properties=self._commit_properties(end, max_commit_retries=0),
-                    post_commithook_properties=delta.AFTER_COMMIT,
-                )
-            return int(table.version())
+            return self._append_new_keys(table, batch, partition_by=partition_by, end=end, seen=seen)
         rows = batch.take_rows()
         matching = [f"t.`{k}` = s.`{k}`" for k in record_key]
         predicate = " AND ".join([*matching, *key_ranges(files, batch.keys, record_key)])
@@ -148,6 +123,43 @@ class TargetTable:
             # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
             return self._commit_files(
                 [], schema=pa.schema(table.schema()), partition_by=partition_by, end=end, seen=seen
+            )
+        return int(table.version())
+
+    def _append_new_keys(
+        self,
+        table: DeltaTable,
+        batch: MergeRows,
+        *,
+        partition_by: tuple[str, ...],
+        end: Checkpoint,
+        seen: dict[str, int | None],
+    ) -> int:
+        """A merge batch none of whose keys the table holds: appended, as exactly the version after the
+        snapshot just checked (a commit that lost that version fails: CommitConflict) with the
+        checkpoint, without a MERGE's scan, join and change-data files. Rows the tasks wrote are
+        committed as they are."""
+        held_schema = pa.schema(table.schema())
+        if batch.files and set(batch.schema.names) <= set(held_schema.names):
+            return self._commit_files(
+                batch.files,
+                schema=held_schema,
+                partition_by=partition_by,
+                end=end,
+                seen=seen,
+                custom_metadata=self._commit_metadata(end),
+                based_on=table.version(),
+            )
+        rows = batch.take_rows()
+        with delta.committing(self.path, kind="target"):
+            write_deltalake(
+                table,
+                rows,
+                mode="append",
+                schema_mode="merge",
+                writer_properties=delta_stats.writer_properties(table.schema(), rows.schema),
+                commit_properties=self._commit_properties(end, max_commit_retries=0),
+                post_commithook_properties=delta.AFTER_COMMIT,
             )
         return int(table.version())
 
