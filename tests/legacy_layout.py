@@ -6,7 +6,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from s3events.infra import delta
-from s3events.metadata.table import ID_BUCKET, METADATA_SCHEMA
+from s3events.metadata.schema import ID_BUCKET, METADATA_SCHEMA
 
 LEGACY_SCHEMA = pa.schema([f for f in METADATA_SCHEMA if f.name != ID_BUCKET])
 

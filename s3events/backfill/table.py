@@ -18,13 +18,8 @@ from s3events.backfill.diff import EMPTY_IDS
 from s3events.backfill.model import APP_ID
 from s3events.events.record import EventRecord
 from s3events.infra import aws, delta, delta_commit
-from s3events.metadata.table import (
-    METADATA_PARTITION_BY,
-    METADATA_SCHEMA,
-    METADATA_SCHEMA_VERSION,
-    CommitResult,
-    MetadataTable,
-)
+from s3events.metadata.schema import METADATA_PARTITION_BY, METADATA_SCHEMA, METADATA_SCHEMA_VERSION
+from s3events.metadata.table import CommitResult, MetadataTable
 
 
 class BackfillTable:

@@ -16,7 +16,7 @@ from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_errors import translate
 from s3events.ingest.model import Checkpoint, FileRef, SnapshotRow
 from s3events.ingest.snapshot import COLUMNS, MetadataSnapshot, plain_strings
-from s3events.metadata.table import METADATA_SCHEMA_VERSION
+from s3events.metadata.schema import METADATA_SCHEMA_VERSION
 
 
 @dataclass(frozen=True, slots=True)

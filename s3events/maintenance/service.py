@@ -220,8 +220,9 @@ class PeriodicMaintenance:
         except Exception as exc:
             reason = transient_reason(exc)
             if reason is not None:  # an outage, throttling: one line (the traceback at DEBUG)
-                log.warning("maintenance failed; the process goes on, next attempt in %.0fs: %s", retry_in,
-                            reason)
+                log.warning(
+                    "maintenance failed; the process goes on, next attempt in %.0fs: %s", retry_in, reason
+                )
                 log.debug("the failed maintenance step's traceback", exc_info=True)
             else:
                 log.exception("maintenance failed; the process goes on, next attempt in %.0fs", retry_in)

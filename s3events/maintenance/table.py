@@ -46,7 +46,7 @@ from s3events.maintenance.model import (
     log_retention_days,
     vacuum_retention_hours,
 )
-from s3events.metadata.table import BUCKET_FILE_BYTES, is_bucketed
+from s3events.metadata.schema import BUCKET_FILE_BYTES, is_bucketed
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from s3events.errors import CommitConflict, FatalError
 from s3events.infra import aws, delta, delta_stats
 from s3events.infra.table_info import data_files
-from s3events.metadata.table import (
+from s3events.metadata.schema import (
     ID_BUCKET,
     METADATA_PARTITION_BY,
     METADATA_SCHEMA,

@@ -17,7 +17,7 @@ from s3events.ingest.progress import first_unread, pending_after, stored_positio
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.maintenance.model import APP_ID as MAINTAINED
 from s3events.maintenance.model import SMALL_FRACTION
-from s3events.metadata.table import BUCKET_FILE_BYTES
+from s3events.metadata.schema import BUCKET_FILE_BYTES
 from s3events.setup.command import static_links
 from s3events.status.model import LastError, QueueStatus, Status, TableStatus, TargetStatus
 

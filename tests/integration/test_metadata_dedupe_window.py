@@ -11,7 +11,8 @@ from deltalake import DeltaTable
 
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
-from s3events.metadata.table import MetadataTable, id_bucket
+from s3events.metadata.schema import id_bucket
+from s3events.metadata.table import MetadataTable
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,8 @@ from s3events.ingest.feed import MetadataFeed
 from s3events.maintenance.model import MaintenanceOptions, TableToMaintain
 from s3events.maintenance.table import compact_if_crowded
 from s3events.metadata.migrate import migrate
-from s3events.metadata.table import ID_BUCKET, METADATA_SCHEMA, MetadataTable, id_bucket
+from s3events.metadata.schema import ID_BUCKET, METADATA_SCHEMA, id_bucket
+from s3events.metadata.table import MetadataTable
 from tests.conftest import read_table, run_cli
 from tests.integration.test_ingest import target_conf
 from tests.integration.test_maintenance import (

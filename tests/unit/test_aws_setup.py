@@ -64,6 +64,7 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "head_object": ("s3:GetObject",),
     "put_object": ("s3:PutObject",),
     "delete_object": ("s3:DeleteObject",),
+    "delete_objects": ("s3:DeleteObject",),  # a batch DELETE of up to 1,000 keys
     # pyarrow.fs.S3FileSystem (executors write Parquet files into the tables; infra/parquet_files.py)
     "open_output_stream": ("s3:PutObject", "s3:AbortMultipartUpload"),  # PUT or a multipart upload
     "delete_file": ("s3:GetObject", "s3:DeleteObject"),  # arrow HEADs the key before the DELETE
@@ -87,7 +88,8 @@ S3_TARGET_OF_MODULE = {
     "s3events/preflight.py": "lake",  # the start-up checks of the table locations
     "s3events/infra/parquet_files.py": "lake",
     "s3events/infra/delta_log.py": "lake",  # maintenance reads the log's statistics as written
-    "s3events/ingest/transform.py": "lake",  # a transform.sql.file kept beside the tables
+    "s3events/ingest/transform.py": "lake",
+    "s3events/ingest/rebuild.py": "lake",  # ingest --rebuild deletes a target's tables  # a transform.sql.file kept beside the tables
 }
 
 ALL = None  # every operation the module calls

@@ -26,6 +26,7 @@ PURE = [
     "s3events.status.model",
     "s3events.maintenance.model",
     "s3events.metadata.known_ids",
+    "s3events.metadata.schema",
     "s3events.capture.ports",
     "s3events.capture.cycle",
     "s3events.capture.receive",
