@@ -96,11 +96,22 @@ def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
     notifications.check_own_filters(spec.filters)
     actions: list[Action] = []
     unchanged: list[str] = []
-    _, dlq_arn = arns(spec, state)
-    senders = f"S3 may send from {', '.join(spec.buckets)} (account {spec.source_account})"
-    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
-    redrive_text = f"redrive to {spec.dead_letter_queue_name} after {spec.max_receive_count} receives"
+    _plan_dead_letter_queue(spec, state, actions, unchanged)
+    _plan_queue(spec, state, actions, unchanged)
+    id_prefix = notification_id_prefix(spec.queue_name)
+    _plan_notifications(spec, state, id_prefix, actions, unchanged)
+    dropped = sorted(set(state.recorded_buckets) - set(spec.buckets))
+    if dropped and state.queue is not None:
+        _remove_ours(state, dropped, id_prefix, actions, unchanged, why=f"no longer in {_BUCKETS_KEY}")
+        actions.append(
+            _record(state.queue, spec.queue_name, set(spec.buckets), f"forget bucket(s) {', '.join(dropped)}")
+        )
+    return Plan(tuple(actions), tuple(unchanged), receive_count_warnings(spec))
 
+
+def _plan_dead_letter_queue(
+    spec: SetupSpec, state: CurrentState, actions: list[Action], unchanged: list[str]
+) -> None:
     dlq = state.dead_letter_queue
     if dlq is None:
         actions.append(
@@ -114,10 +125,16 @@ def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
     else:
         unchanged.append(f"dead-letter queue {spec.dead_letter_queue_name} exists{_made_by(dlq.owned)}")
 
+
+def _plan_queue(spec: SetupSpec, state: CurrentState, actions: list[Action], unchanged: list[str]) -> None:
+    """The queue with its redrive policy, its policy statement and the record of the buckets."""
+    _, dlq_arn = arns(spec, state)
+    senders = f"S3 may send from {', '.join(spec.buckets)} (account {spec.source_account})"
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
+    redrive_text = f"redrive to {spec.dead_letter_queue_name} after {spec.max_receive_count} receives"
     statement = wanted_statement(spec, state)
     queue = state.queue
     recorded = set(state.recorded_buckets)
-    dropped = sorted(recorded - set(spec.buckets))
     if queue is None:
         attributes = {
             "RedrivePolicy": json.dumps(redrive),
@@ -131,34 +148,36 @@ def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
                 f"{redrive_text}; policy: {senders}; buckets recorded in tag {BUCKETS_TAG}",
             )
         )
+        return
+    changes: dict[str, str] = {}
+    what: list[str] = []
+    if redrive_of(queue.attributes) != (dlq_arn, spec.max_receive_count):
+        changes["RedrivePolicy"] = json.dumps(redrive)
+        what.append(redrive_text)
+    current = policy.parse(queue.attributes.get("Policy"))
+    wanted = policy.with_ours(current, statement)
+    if not policy.same(current, wanted):
+        changes["Policy"] = json.dumps(wanted)
+        verb = "update" if policy.ours(current) else "add"
+        what.append(f"{verb} policy statement {statement['Sid']} ({senders})")
+    if changes:
+        actions.append(SetQueueAttributes(spec.queue_name, queue.url, changes, "; ".join(what)))
     else:
-        changes: dict[str, str] = {}
-        what: list[str] = []
-        if redrive_of(queue.attributes) != (dlq_arn, spec.max_receive_count):
-            changes["RedrivePolicy"] = json.dumps(redrive)
-            what.append(redrive_text)
-        current = policy.parse(queue.attributes.get("Policy"))
-        wanted = policy.with_ours(current, statement)
-        if not policy.same(current, wanted):
-            changes["Policy"] = json.dumps(wanted)
-            verb = "update" if policy.ours(current) else "add"
-            what.append(f"{verb} policy statement {statement['Sid']} ({senders})")
-        if changes:
-            actions.append(SetQueueAttributes(spec.queue_name, queue.url, changes, "; ".join(what)))
-        else:
-            unchanged.append(
-                f"queue {spec.queue_name}{_made_by(queue.owned)}: {redrive_text}; policy: {senders}"
+        unchanged.append(f"queue {spec.queue_name}{_made_by(queue.owned)}: {redrive_text}; policy: {senders}")
+    new = sorted(set(spec.buckets) - recorded)
+    if new:
+        actions.append(
+            _record(
+                queue, spec.queue_name, recorded | set(spec.buckets), f"record bucket(s) {', '.join(new)}"
             )
-        new = sorted(set(spec.buckets) - recorded)
-        if new:
-            actions.append(
-                _record(
-                    queue, spec.queue_name, recorded | set(spec.buckets), f"record bucket(s) {', '.join(new)}"
-                )
-            )
+        )
 
+
+def _plan_notifications(
+    spec: SetupSpec, state: CurrentState, id_prefix: str, actions: list[Action], unchanged: list[str]
+) -> None:
+    """Each configured bucket's notifications: ours merged in, other owners' kept."""
     wanted_configs = wanted_notifications(spec, state)
-    id_prefix = notification_id_prefix(spec.queue_name)
     for bucket in spec.buckets:
         existing = state.notifications.get(bucket)
         if existing is None:
@@ -186,13 +205,6 @@ def plan_setup(spec: SetupSpec, state: CurrentState) -> Plan:
                     filter(None, [f"bucket {bucket} notifications to queue {spec.queue_name}{adopted}", kept])
                 )
             )
-
-    if dropped and queue is not None:
-        _remove_ours(state, dropped, id_prefix, actions, unchanged, why=f"no longer in {_BUCKETS_KEY}")
-        actions.append(
-            _record(queue, spec.queue_name, set(spec.buckets), f"forget bucket(s) {', '.join(dropped)}")
-        )
-    return Plan(tuple(actions), tuple(unchanged), receive_count_warnings(spec))
 
 
 def _record(queue: QueueState, name: str, buckets: set[str], what: str) -> TagQueue:
