@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def transforms_of(specs: Sequence[TargetSpec], options: aws.AwsOptions) -> dict[str, Any]:
     """Target name -> its TransformSpec, for the targets with one (their SQL read now: ConfigError)."""
-    from s3events.ingest.transform import transform_spec
+    from s3events.ingest.files.transform import transform_spec
 
     found = {}
     for spec in specs:
@@ -78,7 +78,7 @@ class SparkRead:
         return self._spark
 
     def _transform(self, spec: TargetSpec) -> Any:
-        from s3events.ingest.transform import Transform
+        from s3events.ingest.files.transform import Transform
 
         if spec.name not in self._checked:
             self._checked[spec.name] = Transform(self.spark, self._transforms[spec.name])

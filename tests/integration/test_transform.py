@@ -13,8 +13,8 @@ import pytest
 
 from s3events.errors import ConfigError
 from s3events.infra import aws
-from s3events.ingest.transform import Transform, TransformFailed, TransformSpec, transform_spec
-from s3events.ingest.transform_sql import statements
+from s3events.ingest.files.transform import Transform, TransformFailed, TransformSpec, transform_spec
+from s3events.ingest.files.transform_sql import statements
 
 pytestmark = pytest.mark.integration
 

@@ -88,8 +88,8 @@ S3_TARGET_OF_MODULE = {
     "s3events/preflight.py": "lake",  # the start-up checks of the table locations
     "s3events/infra/parquet_files.py": "lake",
     "s3events/infra/delta_log.py": "lake",  # maintenance reads the log's statistics as written
-    "s3events/ingest/transform.py": "lake",
-    "s3events/ingest/rebuild.py": "lake",  # ingest --rebuild deletes a target's tables  # a transform.sql.file kept beside the tables
+    "s3events/ingest/files/transform.py": "lake",  # a transform.sql.file kept beside the tables
+    "s3events/ingest/rebuild.py": "lake",  # ingest --rebuild deletes a target's tables
 }
 
 ALL = None  # every operation the module calls

@@ -22,7 +22,7 @@ PURE = [
     "s3events.ingest.files.lineage",
     "s3events.ingest.files.formats.csv_types",
     "s3events.ingest.merge_scope",
-    "s3events.ingest.transform_sql",
+    "s3events.ingest.files.transform_sql",
     "s3events.status.model",
     "s3events.maintenance.model",
     "s3events.metadata.known_ids",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from s3events.ingest.transform_sql import PlanNode, refusal, statements
+from s3events.ingest.files.transform_sql import PlanNode, refusal, statements
 
 
 def node(name: str, *children: PlanNode, src: bool = False, subquery: bool = False) -> PlanNode:

@@ -1,4 +1,4 @@
-"""Step 2 for a target with a SQL transform (`ingest/transform.py`): the batch's files are read by the
+"""Step 2 for a target with a SQL transform (`ingest/files/transform.py`): the batch's files are read by the
 same paths as any batch (fast and line, `dispatch.run_batch`) into a scratch directory under the
 target's staging prefix, never committed; those rows are `src`; the transform's rows, shaped by the
 post-parse stage (key partitions, `_ingested_at`, the table's column order), are written by the
@@ -39,15 +39,15 @@ from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.line_path import staged_rows, write_rows
 from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
-from s3events.ingest.model import Batch
-from s3events.ingest.target import TargetSpec
-from s3events.ingest.transform import (
+from s3events.ingest.files.transform import (
     Transform,
     TransformFailed,
     about_the_sql,
     first_line,
     quiet_spark_errors,
 )
+from s3events.ingest.model import Batch
+from s3events.ingest.target import TargetSpec
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from s3events.errors import ConfigError, S3EventsError
 from s3events.infra import aws
 from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE
-from s3events.ingest.transform_sql import SRC, PlanNode, refusal, statements
+from s3events.ingest.files.transform_sql import SRC, PlanNode, refusal, statements
 
 log = logging.getLogger(__name__)
 
