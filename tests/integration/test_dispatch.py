@@ -179,14 +179,21 @@ def _both_paths(
             path,
         )
     (fast_out, fast_path), (line_out, line_path) = outs[True], outs[False]
-    assert fast_out.schema == line_out.schema
+    # The same columns and types; a first batch whose files took both paths may place the line path's new
+    # columns after `_ingested_at` (docs/architecture.md, known gaps): readers match columns by name.
+    assert sorted(fast_out.schema, key=lambda f: f.name) == sorted(line_out.schema, key=lambda f: f.name)
     assert _rows(fast_out, fast_path) == _rows(line_out, line_path)
     assert _errors(fast_out) == _errors(line_out)
     assert fast_out.failed_files == line_out.failed_files
 
 
+# Derandomized: CI runs the same examples every time (a random one that finds a new divergence would
+# make an unrelated change red); `--hypothesis-seed`/a local edit explores further.
 _SETTINGS = settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 
