@@ -18,11 +18,11 @@ each batch's parsed rows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +34,7 @@ from s3events.ingest.files.transform_sql import SRC, PlanNode, refusal, statemen
 
 log = logging.getLogger(__name__)
 
+R = TypeVar("R")
 CARRIED = (*LINEAGE, INGESTED_AT)  # the columns the service carries through a transform
 
 
@@ -110,36 +111,17 @@ class Transform:
 
     def apply(self, rows: pa.Table) -> Transformed:
         """The transform of `rows`; the files that fail it as error rows, the rest transformed."""
-        with quiet_spark_errors():
-            outputs, errors = self._isolating(rows)
-        if errors and len(errors) == len(_files(rows)) > 1:
-            raise TransformFailed(f"{self.spec.key} failed for every file of the batch: {errors[0][1]}")
-        failed = pa.array([uri for uri, _ in errors], pa.string())
-        kept = rows.filter(pc.invert(pc.is_in(rows["_source_file"], value_set=failed))) if errors else rows
-        out = pa.concat_tables(outputs) if outputs else self._empty_output(rows.schema)
-        return Transformed(out, errors, filtered=_rows_without_output(kept, out))
 
-    def _isolating(self, rows: pa.Table) -> tuple[list[pa.Table], list[tuple[str, str]]]:
-        try:
-            return [self._frame(rows).toArrow()], []
-        except ConfigError:
-            raise
-        except Exception as exc:
-            reason = first_line(exc)
-            if about_the_sql(exc):  # the SQL does not fit these rows: no file is to blame
-                raise TransformFailed(f"{self.spec.key}: {reason}") from exc
-            files = _files(rows)
-            if len(files) == 1:
-                return [], [(files[0], reason)]
-            outputs, errors = [], []
-            for half in (files[: len(files) // 2], files[len(files) // 2 :]):
-                part = rows.filter(pc.is_in(rows["_source_file"], value_set=pa.array(half, pa.string())))
-                got, failed = self._isolating(part)
-                outputs.extend(got)
-                errors.extend(failed)
-            if not errors:
-                raise TransformFailed(f"{self.spec.key} failed for no file in particular: {reason}") from exc
-            return outputs, errors
+        def run(files: list[str]) -> pa.Table:
+            part = rows.filter(pc.is_in(rows["_source_file"], value_set=pa.array(files, pa.string())))
+            return self._frame(part).toArrow()
+
+        with quiet_spark_errors():
+            outputs, failed = isolate(_files(rows), run, key=self.spec.key)
+        gone = pa.array(list(failed), pa.string())
+        kept = rows.filter(pc.invert(pc.is_in(rows["_source_file"], value_set=gone))) if failed else rows
+        out = pa.concat_tables(outputs) if outputs else self._empty_output(rows.schema)
+        return Transformed(out, sorted(failed.items()), filtered=_rows_without_output(kept, out))
 
     def _empty_output(self, schema: pa.Schema) -> pa.Table:
         return self.check(schema).empty_table()
@@ -177,6 +159,40 @@ class Transform:
         return DataFrame(
             jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, plan), session
         )
+
+
+def isolate(files: list[str], run: Callable[[list[str]], R], *, key: str) -> tuple[list[R], dict[str, str]]:
+    """`run` over `files`, or over halves of them until each file that makes it fail stands alone: the
+    results, and the failing files (uri -> the first line of Spark's message). TransformFailed when the
+    SQL itself is refused, when no single file explains a failure, or when every file of several fails."""
+    results, failed = _halving(files, run, key)
+    if failed and len(failed) == len(files) > 1:
+        raise TransformFailed(f"{key} failed for every file of the batch: {next(iter(failed.values()))}")
+    return results, failed
+
+
+def _halving(files: list[str], run: Callable[[list[str]], R], key: str) -> tuple[list[R], dict[str, str]]:
+    if not files:
+        return [], {}
+    try:
+        return [run(files)], {}
+    except ConfigError:
+        raise
+    except Exception as exc:
+        reason = first_line(exc)
+        if about_the_sql(exc):  # the SQL does not fit these rows: no file is to blame
+            raise TransformFailed(f"{key}: {reason}") from exc
+        if len(files) == 1:
+            return [], {files[0]: reason}
+        results: list[R] = []
+        failed: dict[str, str] = {}
+        for half in (files[: len(files) // 2], files[len(files) // 2 :]):
+            got, lost = _halving(half, run, key)
+            results.extend(got)
+            failed.update(lost)
+        if not failed:
+            raise TransformFailed(f"{key} failed for no file in particular: {reason}") from exc
+        return results, failed
 
 
 def _spark_schema(schema: pa.Schema) -> Any:

@@ -23,7 +23,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from s3events.errors import ConfigError
 from s3events.infra.aws import AwsOptions
 from s3events.infra.parquet_files import (
     STAGING_DIR,
@@ -42,8 +41,7 @@ from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
 from s3events.ingest.files.transform import (
     Transform,
     TransformFailed,
-    about_the_sql,
-    first_line,
+    isolate,
     quiet_spark_errors,
 )
 from s3events.ingest.model import Batch
@@ -68,7 +66,9 @@ def run_transformed(
     try:
         job = _Job(transform, target, read, scratch, existing_schema, aws, ingested_at)
         with quiet_spark_errors():
-            written, merged, failed = job.isolating(_sources(batch, read))
+            results, failed = isolate(_sources(batch, read), job.run, key=transform.spec.key)
+        written = [f for files, _ in results for f in files]
+        merged = [table for _, tables in results for table in tables]
         return job.output(written, merged, failed)
     finally:
         remove_data_files(scratch, read.files, aws)
@@ -91,34 +91,7 @@ class _Job:
     schema: pa.Schema | None = None  # the target's schema after this batch
     filtered: int = 0
 
-    def isolating(self, files: list[str]) -> tuple[list[WrittenFile], list[pa.Table], dict[str, str]]:
-        """The transform over the rows of `files`, written; files that fail it alone, as uri -> why."""
-        if not files:
-            return [], [], {}
-        try:
-            written, merged = self._run(files)
-            return written, merged, {}
-        except ConfigError:
-            raise
-        except Exception as exc:
-            reason = first_line(exc)
-            if about_the_sql(exc):
-                raise TransformFailed(f"{self.transform.spec.key}: {reason}") from exc
-            if len(files) == 1:
-                return [], [], {files[0]: reason}
-            halves = [self.isolating(part) for part in (files[: len(files) // 2], files[len(files) // 2 :])]
-            failed = {uri: why for _, _, found in halves for uri, why in found.items()}
-            if not failed:
-                raise TransformFailed(
-                    f"{self.transform.spec.key} failed for no file in particular: {reason}"
-                ) from exc
-            if len(failed) == len(files):
-                raise TransformFailed(
-                    f"{self.transform.spec.key} failed for every file of the batch: {reason}"
-                ) from exc
-            return [f for w, _, _ in halves for f in w], [m for _, ms, _ in halves for m in ms], failed
-
-    def _run(self, files: list[str]) -> tuple[list[WrittenFile], list[pa.Table]]:
+    def run(self, files: list[str]) -> tuple[list[WrittenFile], list[pa.Table]]:
         src = self._src().where(F.col("_source_file").isin(files))
         out = self.transform.frame_of(src)
         shaped = post_parse.finish_rows(
