@@ -12,6 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from s3events.ingest.files.merge_input import MergeInput
+from s3events.ingest.model import Checkpoint
+from s3events.ingest.target_table import TargetTable
+
 ALL_TYPES = pa.schema(
     [
         ("id", pa.int64()),
@@ -128,3 +132,16 @@ ROWS: list[dict[str, list[Any]]] = [
 
 def batches(rows: Sequence[dict[str, list[Any]]] = ROWS) -> list[pa.Table]:
     return [pa.table(r, schema=ALL_TYPES) for r in rows]
+
+
+def merge(path: str, rows: pa.Table, version: int) -> None:
+    """One merge-mode batch through the target's own commit (updates when the ids are held)."""
+    table = TargetTable(path, "s3events.ingest/t", storage_options={})
+    table.commit_merge(
+        MergeInput.held(rows),
+        record_key=("id",),
+        ordering_field=None,
+        partition_by=(),
+        expected=None if version == 0 else Checkpoint(version - 1, 0),
+        end=Checkpoint(version, 0),
+    )

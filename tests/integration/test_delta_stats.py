@@ -20,13 +20,11 @@ from deltalake import DeltaTable, write_deltalake
 from s3events.infra import aws, delta_log, delta_stats
 from s3events.infra.delta_commit import commit_files
 from s3events.infra.parquet_files import write_data_file
-from s3events.ingest.files.merge_input import MergeInput
-from s3events.ingest.model import Checkpoint
 from s3events.ingest.target_table import TargetTable
 from s3events.maintenance import statistics
 from s3events.maintenance.model import MaintenanceOptions, TableToMaintain
 from s3events.maintenance.table import maintain
-from tests.all_types import ALL_TYPES, batches
+from tests.all_types import ALL_TYPES, batches, merge
 from tests.stats_audit import audit, bounded_columns, checkpoint_adds
 
 pytestmark = pytest.mark.integration
@@ -43,19 +41,6 @@ def ours(path: str, tables: Sequence[pa.Table]) -> None:
         assert f is not None
         written.append(f)
     commit_files(path, written, schema=ALL_TYPES, partition_by=[], storage_options={}, transactions={})
-
-
-def merge(path: str, rows: pa.Table, version: int) -> None:
-    """One merge-mode batch through the target's own commit (updates when the ids are held)."""
-    table = TargetTable(path, "s3events.ingest/t", storage_options={})
-    table.commit_merge(
-        MergeInput.held(rows),
-        record_key=("id",),
-        ordering_field=None,
-        partition_by=(),
-        expected=None if version == 0 else Checkpoint(version - 1, 0),
-        end=Checkpoint(version, 0),
-    )
 
 
 def compact(path: str) -> Any:

@@ -17,12 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from s3events.ingest.files.merge_input import MergeInput
-from s3events.ingest.model import Checkpoint
-from s3events.ingest.target_table import TargetTable
 from s3events.maintenance.model import MaintenanceOptions, TableToMaintain
 from s3events.maintenance.table import maintain
-from tests.all_types import ALL_TYPES, batches
+from tests.all_types import ALL_TYPES, batches, merge
 from tests.interop.delta_read import Probe, assert_filters_agree
 from tests.stats_audit import log_adds
 
@@ -90,19 +87,11 @@ def test_filters_at_every_file_edge_find_every_row_after_a_merge_and_after_compa
     delta_spark: Any, tmp_path: Path
 ):
     path = str(tmp_path / "t")
-    target = TargetTable(path, "s3events.ingest/t", storage_options={})
     parts = batches()
     changed = pa.concat_tables(parts).slice(1, 7)  # ids held in every file: a MERGE that updates them
     later = [p.set_column(0, "id", pc.add(p["id"], 100 * (i + 1))) for i, p in enumerate(parts)]
     for version, rows in enumerate([*parts, changed, *later]):  # the later ids: small files to compact
-        target.commit_merge(
-            MergeInput.held(rows),
-            record_key=("id",),
-            ordering_field=None,
-            partition_by=(),
-            expected=None if version == 0 else Checkpoint(version - 1, 0),
-            end=Checkpoint(version, 0),
-        )
+        merge(path, rows, version)
     assert "MERGE" in [c["operation"] for c in DeltaTable(path).history()]
     probes = edge_probes(path)
     assert len(probes) > 30
