@@ -297,7 +297,7 @@ class Ingest:
 
     def _run_batch(self, state: _TargetState, batch: Batch) -> BatchReport:
         spec = state.spec
-        started = time.monotonic()
+        started = self._timer()
         batch, deleted = self._settle_removed(state, batch)
         if not batch.files:
             version = state.table.commit_checkpoint(expected=state.stored, end=batch.end)
@@ -310,7 +310,7 @@ class Ingest:
                 start=batch.start,
                 end=batch.end,
                 version=version,
-                seconds=time.monotonic() - started,
+                seconds=self._timer() - started,
             )
         # 2. read and parse on Spark; executors write Parquet files (invisible until committed)
         read_bytes = batch.total_bytes
@@ -332,7 +332,7 @@ class Ingest:
             start=batch.start,
             end=batch.end,
             version=version,
-            seconds=time.monotonic() - started,
+            seconds=self._timer() - started,
             bytes=read_bytes,
             fast_path_files=output.fast_path_files,
             filtered=output.filtered,

@@ -654,3 +654,12 @@ def test_progress_says_how_far_behind_a_target_is_by_the_injected_clock():
     assert first.checkpoint_version == -1
     assert first.lag_seconds == pytest.approx(600.0)  # the oldest change not ingested when planned: T0
     assert (caught_up.checkpoint_version, caught_up.lag_versions, caught_up.lag_seconds) == (1, 0, 0.0)
+
+
+def test_a_batch_reports_its_duration_by_the_injected_timer():
+    lake = Lake(FakeFeed([ref(0, "a.json"), ref(1, "b.json")]))
+    ticks = iter([100.0, 102.5])  # the batch's start and end, as the injected timer reads them
+
+    [report] = lake.ingest(target(), start_at=-1, timer=lambda: next(ticks)).run_once().batches
+
+    assert report.seconds == 2.5
