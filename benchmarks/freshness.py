@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/freshness.py [--rates 1,10,100] [--seconds 30] [--rounds 3] [--sync 1]
     .venv/bin/python benchmarks/freshness.py --sqs elasticmq --rates 100 --seconds 20 --rounds 1
+    .venv/bin/python benchmarks/freshness.py --s3 gofakes3 --sqs elasticmq --rates 100,200,300 \
+        --seconds 300 --rounds 1
 
 Both processes run continuously, as an operator runs them: the real console script in two child
 processes, `s3events capture --continuous` and `s3events ingest --continuous`, each with
@@ -40,6 +42,16 @@ its PUT is answered: the S3 event JSON S3 sends (`ObjectCreated:Put`, the PUT's 
 sequencer). The time S3 itself takes to deliver a notification (typically under a second) is not in
 these figures.
 
+`--s3 gofakes3` puts the landing bucket in gofakes3 (benchmarks/harness/gofakes3.py, built with `go
+install` on first use) instead of moto, whose S3 costs a core of its own at a few hundred PUTs a second;
+it notifies no one, so it goes with `--sqs elasticmq`. The tables stay local.
+
+For sustained rates each phase also prints, from the first PUT until every file is in the target: the
+CPU cores used by capture (its process), ingest (its process with the Spark JVM and Python workers), the
+servers and this process (the PUTs and notifications); the PUT rate held; files per target commit
+(batch); and the backlog over time, files PUT and not yet in the target every `--backlog-every`
+seconds, computed afterwards from the PUT and commit times.
+
 Per round and rate it prints p50/p99 of both; at the end the medians over rounds, the load average
 during each phase (other work on a shared machine moves these figures) and where the children's logs are
 (with `--keep`).
@@ -59,78 +71,27 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import pyarrow.parquet as pq
 
 from benchmarks import notifications
 from benchmarks.harness import Run, add_common, median, percentile, smoke
 from benchmarks.harness.elasticmq import ElasticMQ
 from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
+from benchmarks.harness.freshness_phase import Phase, measure, sustained, sustained_figures, sustained_text
+from benchmarks.harness.gofakes3 import CLIENT_ENV, GoFakeS3
+from benchmarks.harness.table_watch import TableWatch
+from benchmarks.harness.usage import Usage
 from s3events.dev import provision
 from s3events.infra import aws
 
 BUCKET = "fresh-landing"
 QUEUE = "fresh-events"
 LINES = 5
-
-
-# -- reading when each object became visible ---------------------------------------------------------
-
-
-@dataclass
-class Seen:
-    visible: float  # epoch seconds: the commit's log file mtime
-    stamp: float | None  # captured_at (metadata) or _ingested_at (target), epoch seconds
-
-
-@dataclass
-class TableWatch:
-    """Reads a local Delta table's new commits: for each object, the first commit holding it."""
-
-    path: Path
-    columns: tuple[str, ...]  # ("bucket", "key", "captured_at") or ("_source_file", "_ingested_at")
-    next_version: int = 0
-    seen: dict[str, Seen] = field(default_factory=dict)
-
-    def refresh(self) -> None:
-        log_dir = self.path / "_delta_log"
-        while True:
-            entry = log_dir / f"{self.next_version:020d}.json"
-            try:
-                visible = entry.stat().st_mtime
-                lines = entry.read_text().splitlines()
-            except FileNotFoundError:
-                return
-            for line in lines:
-                action = json.loads(line)
-                add = action.get("add")
-                if add is not None and add.get("dataChange", True):
-                    self._read_file(self.path / unquote(add["path"]), visible)
-            self.next_version += 1
-
-    def _read_file(self, file: Path, visible: float) -> None:
-        try:
-            table = pq.read_table(file, columns=list(self.columns))
-        except (FileNotFoundError, KeyError):  # vacuumed meanwhile, or a file without the columns
-            return
-        for row in table.to_pylist():
-            if "key" in row:
-                uri, stamp = f"s3://{row['bucket']}/{row['key']}", row["captured_at"]
-            else:
-                uri, stamp = row["_source_file"], row["_ingested_at"]
-            if uri not in self.seen:
-                self.seen[uri] = Seen(visible, _epoch(stamp))
-
-
-def _epoch(value: datetime | None) -> float | None:
-    return value.timestamp() if value is not None else None
 
 
 # -- the run -------------------------------------------------------------------------------------------
@@ -197,36 +158,6 @@ def wait_for(uris: set[str], watches: list[TableWatch], *, timeout: float, child
         if time.monotonic() > deadline:
             raise SystemExit(f"{len(missing)} files not in the target after {timeout:.0f}s: {missing[:3]}")
         time.sleep(0.5)
-
-
-@dataclass
-class Phase:
-    rate: float
-    files: int
-    meta: list[float]
-    target: list[float]
-    stages: dict[str, list[float]]
-    load: tuple[float, float]  # 1-minute load average at the start and the end
-
-
-def measure(put: dict[str, float], meta: TableWatch, target: TableWatch, rate: float, load: Any) -> Phase:
-    stages: dict[str, list[float]] = {
-        "receive": [],
-        "capture commit": [],
-        "ingest wait": [],
-        "ingest read+commit": [],
-    }
-    m_lat, t_lat = [], []
-    for uri, put_done in put.items():
-        m, t = meta.seen[uri], target.seen[uri]
-        m_lat.append(m.visible - put_done)
-        t_lat.append(t.visible - put_done)
-        if m.stamp is not None and t.stamp is not None:
-            stages["receive"].append(m.stamp - put_done)
-            stages["capture commit"].append(m.visible - m.stamp)
-            stages["ingest wait"].append(t.stamp - m.visible)
-            stages["ingest read+commit"].append(t.visible - t.stamp)
-    return Phase(rate, len(put), m_lat, t_lat, stages, load)
 
 
 def write_props(path: Path, endpoint: str, queue_url: str, data: Path, extra: list[str]) -> None:
@@ -300,6 +231,7 @@ def summary(phases: list[Phase], rates: list[float], run: Run, args: argparse.Na
             "seconds": args.seconds,
             "rounds": len(mine),
             "sqs": args.sqs,
+            "s3": args.s3,
             "sync": args.sync,
         }
         figures = {"files": sum(p.files for p in mine), "metadata_p50_s": round(mp50, 3)}
@@ -308,9 +240,9 @@ def summary(phases: list[Phase], rates: list[float], run: Run, args: argparse.Na
             "target_p50_s": round(tp50, 3),
             "target_p99_s": round(tp99, 3),
         }
-        run.add(
-            f"{rate:g} file{'' if rate == 1 else 's'}/s, {args.sqs}", params=params, figures=figures | stages
-        )
+        stores = args.sqs if args.s3 == "moto" else f"{args.s3} + {args.sqs}"
+        figures |= stages | sustained_figures(mine)
+        run.add(f"{rate:g} file{'' if rate == 1 else 's'}/s, {stores}", params=params, figures=figures)
     print("\nstages, median seconds over all files of the rate (see the docstring):")
     names = list(phases[0].stages)
     print(f"{'rate':>8} | " + " | ".join(f"{n:>18}" for n in names))
@@ -325,7 +257,7 @@ def summary(phases: list[Phase], rates: list[float], run: Run, args: argparse.Na
     )
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", default="1,10,100", help="files per second, comma-separated")
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of PUTs per rate and round")
@@ -339,21 +271,38 @@ def main() -> int:
         default="moto",
         help="moto: S3 notifies moto's SQS; elasticmq: capture polls ElasticMQ, notified by this process",
     )
+    parser.add_argument(
+        "--s3",
+        choices=("moto", "gofakes3"),
+        default="moto",
+        help="the landing bucket's S3: moto_server, or gofakes3 (needs --sqs elasticmq: it notifies no one)",
+    )
+    parser.add_argument(
+        "--backlog-every", type=float, default=10.0, help="seconds between the backlog figures printed"
+    )
     add_common(parser)
     args = parser.parse_args()
-    smoke(args, rates="2", seconds=2.0, rounds=1)
+    if args.s3 == "gofakes3" and args.sqs != "elasticmq":
+        parser.error("--s3 gofakes3 sends no S3 notifications: use it with --sqs elasticmq")
+    smoke(args, rates="2", seconds=2.0, rounds=1, backlog_every=1.0)
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     run = Run.start("freshness", smoke=args.smoke)
     rates = [float(r) for r in args.rates.split(",")]
     logging.basicConfig(level=logging.WARNING)
-    os.environ.update(LOCAL_ENV)
+    os.environ.update(LOCAL_ENV | (CLIENT_ENV if args.s3 == "gofakes3" else {}))
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="s3events-fresh-"))
     if args.keep and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     children: list[subprocess.Popen[bytes]] = []
     phases: list[Phase] = []
+    server = GoFakeS3() if args.s3 == "gofakes3" else LocalEndpoint(log_path=work / "moto.log")
     try:
-        with LocalEndpoint(log_path=work / "moto.log") as endpoint, contextlib.ExitStack() as stack:
+        with server as endpoint, contextlib.ExitStack() as stack:
             options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
             s3 = aws.client(options, "s3")
             props = work / "fresh.properties"
@@ -374,6 +323,7 @@ def main() -> int:
                 write_props(props, endpoint.url, made.queue_url, work, args.conf)
             children.append(start_child("capture", capture_props, args.sync, work / "capture.log"))
             children.append(start_child("ingest", props, args.sync, work / "ingest.log"))
+            roles = {"capture": children[0].pid, "ingest": children[1].pid}
             meta = TableWatch(work / "metadata", ("bucket", "key", "captured_at"))
             target = TableWatch(work / "fresh", ("_source_file", "_ingested_at"))
             warm = put_at_rate(s3, "warmup", 2.0, 1.5, 0, notifier)
@@ -382,11 +332,14 @@ def main() -> int:
             n = 1000
             for round_no in range(1, args.rounds + 1):
                 for rate in rates:
-                    load0 = os.getloadavg()[0]
-                    put = put_at_rate(s3, f"r{round_no}/rate{rate:g}", rate, args.seconds, n, notifier)
+                    load0, started = os.getloadavg()[0], time.time()
+                    with Usage(roles) as usage:
+                        put = put_at_rate(s3, f"r{round_no}/rate{rate:g}", rate, args.seconds, n, notifier)
+                        wait_for(set(put), [meta, target], timeout=300 + args.seconds, children=children)
                     n += len(put)
-                    wait_for(set(put), [meta, target], timeout=300 + args.seconds, children=children)
                     phase = measure(put, meta, target, rate, (load0, os.getloadavg()[0]))
+                    phase.cores = usage.cores()
+                    sustained(phase, put, target, started, args.backlog_every)
                     phases.append(phase)
                     print(
                         f"round {round_no} {rate:>5g} files/s ({phase.files} files): "
@@ -394,7 +347,7 @@ def main() -> int:
                         f"p99 {percentile(phase.meta, 0.99):.2f}s | "
                         f"PUT->target p50 {percentile(phase.target, 0.5):.2f}s "
                         f"p99 {percentile(phase.target, 0.99):.2f}s "
-                        f"| load {load0:.2f}",
+                        f"| load {load0:.2f}\n{sustained_text(phase)}",
                         flush=True,
                     )
             for child in children:

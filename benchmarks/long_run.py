@@ -1,8 +1,9 @@
 """Months in minutes: does commit cost stay flat as history grows? Maintenance on against off, one run.
 
     .venv/bin/python benchmarks/long_run.py [--commits 20000] [--marks 1000,5000,10000,20000]
-        [--variants on,off] [--endpoint local|moto|both] [--off-commits 3000] [--seconds-per-commit 5]
-        [--ingest-every 20] [--block 200] [--seed 7] [--count-requests]
+        [--variants on,off] [--s3 local|moto|gofakes3|both] [--off-commits 3000] [--seconds-per-commit 5]
+        [--ingest-every 20] [--block 200] [--seed 7] [--count-requests] [--minutes M]
+    .venv/bin/python benchmarks/long_run.py --s3 gofakes3 --commits 20000 --variants off,on --minutes 90
 
 What a quiet queue makes capture do for weeks: one `MetadataTable.commit` per cycle of 1-10 events
 (the project's own MERGE: insert-if-absent on event_id within the 15-day dedupe window, re-creation
@@ -27,20 +28,21 @@ with `--count-requests` the tables' S3 requests go through a counting proxy and 
 median S3 requests and LISTed keys per capture commit, and S3 requests per ingest step: the work a real
 S3 does for them, which moto's own timings hide (moto walks the whole bucket on every LIST, real S3
 starts at `start-after`).
+`--s3 gofakes3` (`--endpoint` is the same option) keeps them in gofakes3 (benchmarks/harness/gofakes3.py,
+built with `go install` on first use), whose LIST seeks to `start-after` as S3 does, so the timings show
+our own cost as history grows; one bucket per table, since its LIST scans on past the prefix.
+`--minutes` bounds the whole run: a variant still going then takes a last mark where it got, recorded
+as such, and the variants after it stop after one commit (put the one that matters last).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import random
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,10 +51,9 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import Run, add_common, median, percentile, smoke
-from benchmarks.harness.endpoints import LOCAL_ENV, LocalEndpoint
+from benchmarks.harness import Run, add_common, load_text, median, percentile, smoke
+from benchmarks.harness.table_stores import Store, endpoint_for
 from s3events.config import Settings, load_settings
-from s3events.dev.fault_proxy import ProxyProcess, proxy_process
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.infra import aws
@@ -87,6 +88,7 @@ class Variant:
     name: str
     marks: list[Mark] = field(default_factory=list)
     maintenance_seconds: list[float] = field(default_factory=list)
+    stopped_early: bool = False  # --minutes ran out: the last mark is where it got
 
 
 def ms(values: list[float], q: float) -> float:
@@ -173,18 +175,57 @@ def table_shape(path: str, storage: dict[str, str]) -> tuple[int, int]:
     return files, logs
 
 
-def run_variant(
-    name: str,
-    root: str,
-    storage: dict[str, str],
-    options: aws.AwsOptions,
-    args: argparse.Namespace,
-    counter: ProxyProcess | None = None,
-) -> Variant:
+@dataclass
+class Seen:
+    """What a variant measured so far: each capture commit's seconds, each ingest step's (commit number,
+    seconds); with --count-requests each commit's (S3 requests, listed keys), each step's requests."""
+
+    capture: list[float] = field(default_factory=list)
+    ingest: list[tuple[int, float]] = field(default_factory=list)
+    requests: list[tuple[int, int]] = field(default_factory=list)
+    ingest_requests: list[tuple[int, int]] = field(default_factory=list)
+
+
+def take_mark(name: str, i: int, seen: Seen, metadata_path: str, storage: dict[str, str], block: int) -> Mark:
+    """The figures at commit `i`: the last `block` capture commits, the ingest steps in the same stretch
+    (5 blocks), the metadata table's shape; printed as they are taken."""
+    stretch = [t for n, t in seen.ingest if n > i - block * 5]
+    files, logs = table_shape(metadata_path, storage)
+    counted = seen.requests[-block:]
+    ingest_counted = [r for n, r in seen.ingest_requests if n > i - block * 5]
+    mark = Mark(
+        i,
+        ms(seen.capture[-block:], 0.5),
+        ms(seen.capture[-block:], 0.99),
+        ms(stretch, 0.5) if stretch else None,
+        files,
+        logs,
+        median(r for r, _ in counted) if counted else None,
+        median(k for _, k in counted) if counted else None,
+        median(ingest_counted) if ingest_counted else None,
+    )
+    ingest_text = f"{mark.ingest_p50:8.1f}" if mark.ingest_p50 is not None else "       -"
+    counted_text = (
+        f"  S3 requests/commit {mark.requests:.0f}, keys listed/commit {mark.listed_keys:.0f}, "
+        f"requests/ingest step {mark.ingest_requests or 0:.0f}"
+        if mark.requests is not None
+        else ""
+    )
+    print(
+        f"{name:10s} {i:7d} commits: capture p50 {mark.capture_p50:7.1f} ms  p99 "
+        f"{mark.capture_p99:7.1f} ms  ingest p50 {ingest_text} ms  metadata files {files:6d}  "
+        f"log entries {logs:6d}{counted_text}  ({load_text()})",
+        flush=True,
+    )
+    return mark
+
+
+def run_variant(name: str, store: Store, args: argparse.Namespace) -> Variant:
     maintained = name.endswith("on")
     commits = args.commits if maintained else min(args.commits, args.off_commits)
     marks = sorted(m for m in args.marks if m <= commits) or [commits]
-    metadata_path, target_path = f"{root}/{name}/metadata", f"{root}/{name}/target"
+    metadata_path, target_path = store.path(name, "metadata"), store.path(name, "target")
+    storage, options, counter = store.storage, store.options, store.counter
     metadata = MetadataTable(metadata_path, storage_options=storage, dedupe_window=WINDOW)
     ingest = Ingest(metadata_path, target_path, storage, options)
     workload = Workload(args.seed)
@@ -194,63 +235,34 @@ def run_variant(
         [TableToMaintain("metadata", metadata_path), TableToMaintain("target:bench", target_path)],
         clock=clock,
     )
-    variant = Variant(name)
-    capture_times: list[float] = []
-    ingest_times: list[tuple[int, float]] = []
-    requests: list[tuple[int, int]] = []  # (requests, listed keys) of each capture commit
-    ingest_requests: list[tuple[int, int]] = []  # (commit number, S3 requests) of each ingest step
+    variant, seen = Variant(name), Seen()
     for i in range(1, commits + 1):
         records = workload.cycle()
         if counter is not None:
             counter.reset()
         started = time.perf_counter()
         metadata.commit(records, custom_metadata={"s3events.writer": "benchmark"})
-        capture_times.append(time.perf_counter() - started)
+        seen.capture.append(time.perf_counter() - started)
         if counter is not None:
             stats = counter.stats()
-            requests.append((stats["requests"], stats["listed_keys"]))
+            seen.requests.append((stats["requests"], stats["listed_keys"]))
         if i % args.ingest_every == 0:
             if counter is not None:
                 counter.reset()
-            ingest_times.append((i, ingest.step()))
+            seen.ingest.append((i, ingest.step()))
             if counter is not None:
-                ingest_requests.append((i, counter.stats()["requests"]))
+                seen.ingest_requests.append((i, counter.stats()["requests"]))
         clock.now += args.seconds_per_commit
         if maintained:
             started = time.perf_counter()
             if periodic.run_if_due():
                 variant.maintenance_seconds.append(time.perf_counter() - started)
-        if i in marks:
-            block = capture_times[-args.block :]
-            stretch = [t for n, t in ingest_times if n > i - args.block * 5]
-            files, logs = table_shape(metadata_path, storage)
-            counted = requests[-args.block :]
-            ingest_counted = [r for n, r in ingest_requests if n > i - args.block * 5]
-            mark = Mark(
-                i,
-                ms(block, 0.5),
-                ms(block, 0.99),
-                ms(stretch, 0.5) if stretch else None,
-                files,
-                logs,
-                median(r for r, _ in counted) if counted else None,
-                median(k for _, k in counted) if counted else None,
-                median(ingest_counted) if ingest_counted else None,
-            )
-            variant.marks.append(mark)
-            ingest_text = f"{mark.ingest_p50:8.1f}" if mark.ingest_p50 is not None else "       -"
-            counted_text = (
-                f"  S3 requests/commit {mark.requests:.0f}, keys listed/commit {mark.listed_keys:.0f}, "
-                f"requests/ingest step {mark.ingest_requests or 0:.0f}"
-                if mark.requests is not None
-                else ""
-            )
-            print(
-                f"{name:10s} {i:7d} commits: capture p50 {mark.capture_p50:7.1f} ms  p99 "
-                f"{mark.capture_p99:7.1f} ms  ingest p50 {ingest_text} ms  metadata files {files:6d}  "
-                f"log entries {logs:6d}{counted_text}",
-                flush=True,
-            )
+        variant.stopped_early = time.monotonic() > args.deadline and i < commits
+        if i in marks or variant.stopped_early:  # out of time: a last mark where it got
+            variant.marks.append(take_mark(name, i, seen, metadata_path, storage, args.block))
+        if variant.stopped_early:
+            print(f"{name}: --minutes ran out after {i} commits", flush=True)
+            break
     return variant
 
 
@@ -269,30 +281,6 @@ def settings_for(metadata_path: str, options: aws.AwsOptions) -> Settings:
     return load_settings(None, conf)
 
 
-@contextmanager
-def endpoint_for(
-    kind: str, *, count_requests: bool = False
-) -> Iterator[tuple[str, dict[str, str], aws.AwsOptions, ProxyProcess | None]]:
-    """(table root, delta storage options, AwsOptions, request counter) of a local directory or the moto
-    endpoint; with `count_requests`, table I/O goes through a counting proxy in a process of its own."""
-    with tempfile.TemporaryDirectory() as tmp:
-        if kind == "local":
-            yield tmp, {}, aws.AwsOptions(), None
-            return
-        os.environ.update(LOCAL_ENV)
-        with LocalEndpoint() as endpoint:
-            aws.client(aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url), "s3").create_bucket(
-                Bucket="lake"
-            )
-            if not count_requests:
-                options = aws.AwsOptions(region="us-east-1", endpoint_url=endpoint.url)
-                yield "s3://lake", aws.delta_storage_options(options), options, None
-                return
-            with proxy_process(endpoint.url) as proxy:
-                options = aws.AwsOptions(region="us-east-1", endpoint_url=proxy.url)
-                yield "s3://lake", aws.delta_storage_options(options), options, proxy
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -302,13 +290,26 @@ def main() -> int:
         "--marks", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 10_000, 20_000]
     )
     parser.add_argument("--variants", default="on,off")
-    parser.add_argument("--endpoint", choices=["local", "moto", "both"], default="local")
+    parser.add_argument(
+        "--endpoint",
+        "--s3",
+        dest="endpoint",
+        choices=["local", "moto", "gofakes3", "both"],
+        default="local",
+        help="where the tables live: a local directory, moto_server, gofakes3, or local and moto",
+    )
     parser.add_argument("--off-commits", type=int, default=3000)
     parser.add_argument("--seconds-per-commit", type=float, default=5.0)
     parser.add_argument("--ingest-every", type=int, default=20)
     parser.add_argument("--block", type=int, default=200)
     parser.add_argument("--target-file-bytes", type=int, default=128 << 20)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=0.0,
+        help="a time budget for the whole run: a variant still going then takes a last mark and stops",
+    )
     parser.add_argument(
         "--count-requests",
         action="store_true",
@@ -317,14 +318,14 @@ def main() -> int:
     add_common(parser)
     args = parser.parse_args()
     smoke(args, commits=60, marks=[30, 60], off_commits=60, ingest_every=10, block=20)
+    args.deadline = time.monotonic() + 60 * args.minutes if args.minutes else float("inf")
     run = Run.start("long_run", smoke=args.smoke)
     logging.basicConfig(level=logging.WARNING)
     results = []
     for kind in ("local", "moto") if args.endpoint == "both" else (args.endpoint,):
-        with endpoint_for(kind, count_requests=args.count_requests) as (root, storage, options, counter):
+        with endpoint_for(kind, count_requests=args.count_requests) as store:
             for maintenance in args.variants.split(","):
-                name = f"{kind}-{maintenance}"
-                results.append(run_variant(name, root, storage, options, args, counter))
+                results.append(run_variant(f"{kind}-{maintenance}", store, args))
     print()
     print(
         "| variant | commits | capture p50 ms | capture p99 ms | ingest p50 ms | metadata files | log files "
@@ -357,13 +358,18 @@ def main() -> int:
             figures |= {"metadata_files": m.data_files, "log_entries": m.log_entries}
             if m.requests is not None:
                 figures |= {"s3_requests_per_commit": m.requests, "keys_listed_per_commit": m.listed_keys}
+                figures |= {"s3_requests_per_ingest_step": m.ingest_requests}
             params = {
                 "variant": variant.name,
                 "commits": m.commits,
                 "seconds_per_commit": args.seconds_per_commit,
             }
             params |= {"ingest_every": args.ingest_every, "block": args.block}
-            run.add(f"{variant.name}, {m.commits} commits", params=params, figures=figures)
+            case = f"{variant.name}, {m.commits} commits"
+            if variant.stopped_early and m is last:
+                params["planned_commits"] = args.commits if variant.name.endswith("on") else args.off_commits
+                case += " (where the time budget ran out)"
+            run.add(case, params=params, figures=figures)
     run.save()
     return 0
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-KINDS = ("driver", "jvm", "workers", "moto", "elasticmq")
+KINDS = ("driver", "jvm", "workers", "moto", "elasticmq", "gofakes3")
 
 
 def _kind(command: bytes) -> str:
@@ -23,6 +23,8 @@ def _kind(command: bytes) -> str:
         return "elasticmq" if b"elasticmq" in command else "jvm"
     if b"moto_server" in command:
         return "moto"
+    if program.endswith(b"gofakes3"):
+        return "gofakes3"
     if b"pyspark.daemon" in command or b"pyspark.worker" in command:
         return "workers"
     return "driver"
@@ -59,7 +61,7 @@ def _descends_from(pid: int, ancestor: int, parents: Mapping[int, int]) -> bool:
 def cpu_by_process() -> dict[str, float]:
     """CPU seconds (user + system) used so far by this process and its descendants, by kind: `driver`
     (this process and any other Python child), `jvm` (Spark's), `workers` (Spark's Python workers),
-    `moto` (moto_server), `elasticmq`."""
+    `moto` (moto_server), `elasticmq`, `gofakes3`."""
     parents, cpu, kinds = _processes()
     me = os.getpid()
     totals = dict.fromkeys(KINDS, 0.0)
@@ -67,6 +69,13 @@ def cpu_by_process() -> dict[str, float]:
         if _descends_from(pid, me, parents):
             totals["driver" if pid == me else kinds[pid]] += seconds
     return totals
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) used so far by process `root` and its descendants (e.g. a service
+    child with its Spark JVM and Python workers); 0 when it is gone."""
+    parents, cpu, _ = _processes()
+    return sum(seconds for pid, seconds in cpu.items() if _descends_from(pid, root, parents))
 
 
 def descendant(kind: str) -> int | None:
