@@ -80,6 +80,9 @@ __all__ = [
     "STATUS_MAX_LAG_SECONDS",
     "TARGET_BUCKET",
     "TARGET_CSV_FAST_PATH",
+    "TARGET_DELETE_FIELD",
+    "TARGET_DELETE_FIELD_KEEP",
+    "TARGET_DELETE_VALUES",
     "TARGET_DRIVER_READ_MAX_BYTES",
     "TARGET_ERROR_TABLE_PATH",
     "TARGET_FORMAT",
@@ -535,6 +538,26 @@ TARGET_ORDERING_FIELD: Key[str | None] = _target(
     type=StrType(),
     doc="Column that picks the winner among records with the same record key: the largest value wins "
     "(like Hudi's precombine field).",
+)
+TARGET_DELETE_FIELD: Key[str | None] = _target(
+    "delete.field",
+    type=StrType(),
+    doc="mode=merge: column whose value marks a record as a delete (e.g. Op of AWS DMS files, "
+    "_is_deleted); when the latest record of a key is one, the key's row is removed from the target. "
+    "Needs delete.values; not with mode=append or on.object.removed=delete.",
+)
+TARGET_DELETE_VALUES: Key[tuple[str, ...]] = _target(
+    "delete.values",
+    type=ListType(),
+    default=(),
+    doc="Values of delete.field that mark a delete, compared as text (a boolean flag as true); null or "
+    "any other value is an upsert. Required with delete.field.",
+)
+TARGET_DELETE_FIELD_KEEP: Key[bool] = _target(
+    "delete.field.keep",
+    type=BoolType(),
+    default=False,
+    doc="Write the delete.field column to the target (false: it decides, but is not stored).",
 )
 TARGET_PARTITION_BY: Key[tuple[str, ...]] = _target(
     "partition.by",

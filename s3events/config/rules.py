@@ -44,6 +44,34 @@ def _merge_needs_record_key(settings: Values) -> None:
             )
 
 
+def _deletes_need_a_merge_target(settings: Values) -> None:
+    """delete.field removes a key's row, which only merge mode has; a mirroring target's rows follow
+    objects, not records."""
+    for target in settings.targets:
+        field = keys.TARGET_DELETE_FIELD.concrete(target)
+        values = keys.TARGET_DELETE_VALUES.concrete(target)
+        if not settings.get_for(target, keys.TARGET_DELETE_FIELD):
+            if settings.get_for(target, keys.TARGET_DELETE_VALUES):
+                raise ConfigError(values, f"is set but {field} is not: name the column the values are in")
+            continue
+        if not settings.get_for(target, keys.TARGET_DELETE_VALUES):
+            raise ConfigError(values, f"required with {field}: the values that mark a delete, e.g. D or true")
+        mode = keys.TARGET_MODE.concrete(target)
+        if settings.get_for(target, keys.TARGET_MODE) != "merge":
+            raise ConfigError(
+                field,
+                f"set with {mode}={settings.get_for(target, keys.TARGET_MODE)}: record deletes remove a "
+                f"record key's row, so they need {mode}=merge (or unset {field})",
+            )
+        removed = keys.TARGET_ON_OBJECT_REMOVED.concrete(target)
+        if settings.get_for(target, keys.TARGET_ON_OBJECT_REMOVED) == "delete":
+            raise ConfigError(
+                field,
+                f"set beside {removed}=delete: a mirroring target's rows follow their objects, record "
+                f"deletes follow keys; use one of them ({removed}=ignore, or unset {field})",
+            )
+
+
 def _backfill_interval_needs_sources(settings: Values) -> None:
     if settings.get(keys.BACKFILL_INTERVAL_SECONDS) > 0 and not settings.get(keys.BACKFILL_SOURCES):
         raise ConfigError(
@@ -91,6 +119,7 @@ def _distinct_table_paths(settings: Values) -> None:
 RULES: tuple[Rule, ...] = (
     Rule("distinct table paths", frozenset(keys.COMMANDS), _distinct_table_paths),
     Rule("merge needs record.key", frozenset({"ingest"}), _merge_needs_record_key),
+    Rule("deletes need a merge target", frozenset({"ingest"}), _deletes_need_a_merge_target),
     Rule("backfill interval needs sources", frozenset({"capture"}), _backfill_interval_needs_sources),
 )
 """Every cross-key rule and the commands it applies to."""

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from s3events.config.keys import CheckpointStrategy
 from s3events.errors import CheckpointError, CommitConflict, FatalError, S3EventsError
 from s3events.infra.delta_errors import transient_reason
+from s3events.ingest.deletes import NO_DELETES
 from s3events.ingest.model import Batch, Checkpoint
 from s3events.ingest.plan import (
     append_step,
@@ -323,6 +324,7 @@ class Ingest:
         # 3. write: error rows first (skipped on replay), then data and checkpoint in one commit
         state.errors.record(output.errors, end=batch.end)
         version = self._commit(state, output, batch)
+        deletes = output.merge.deletes if spec.delete is not None and output.merge is not None else NO_DELETES
         return BatchReport(
             target=spec.name,
             files=len(batch.files),
@@ -337,6 +339,8 @@ class Ingest:
             fast_path_files=output.fast_path_files,
             filtered=output.filtered,
             skipped=dict(output.failed_files),
+            deletes=deletes.applied,
+            deletes_noop=deletes.noop,
         )
 
     @staticmethod
@@ -366,6 +370,7 @@ class Ingest:
                 partition_by=spec.partition_by,
                 expected=state.stored,
                 end=batch.end,
+                deletes=spec.delete,
             )
         return state.table.commit_append(
             output.files,

@@ -39,6 +39,11 @@ class IngestMetrics:
         self.bytes = counter("bytes", "bytes of the input files read (object sizes from their events)")
         self.error_rows = counter("error_rows", "rows written to the target's error table")
         self.rows_deleted = counter("rows_deleted", "rows removed from a mirroring target")
+        self.deletes = counter("deletes", "merge target rows removed by a delete record (delete.field)")
+        self.deletes_noop = counter(
+            "deletes_noop",
+            "delete records that removed nothing: the key was absent (or held with a newer ordering.field)",
+        )
         self.rows_filtered = counter(
             "rows_filtered", "input rows the target's transform removed (a WHERE: not errors)"
         )
@@ -81,6 +86,8 @@ class IngestMetrics:
             self.error_rows.labels(target).inc(batch.errors)
             self.rows_deleted.labels(target).inc(batch.deleted)
             self.rows_filtered.labels(target).inc(batch.filtered)
+            self.deletes.labels(target).inc(batch.deletes)
+            self.deletes_noop.labels(target).inc(batch.deletes_noop)
             self.batch_seconds.labels(target).observe(batch.seconds)
             for reason in batch.skipped.values():
                 self.skipped.labels(target, skip_kind(reason)).inc()
@@ -97,6 +104,8 @@ class IngestMetrics:
                 self.error_rows,
                 self.rows_deleted,
                 self.rows_filtered,
+                self.deletes,
+                self.deletes_noop,
                 self.failures,
             ):
                 counter.labels(target)

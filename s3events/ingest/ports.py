@@ -13,6 +13,8 @@ from s3events.ingest.target import TargetSpec
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from s3events.ingest.deletes import DeleteCounts, DeleteRule
+
 
 class Changes(Protocol):
     @property
@@ -49,6 +51,9 @@ class MergeRows(Protocol):
     def files(self) -> list[Any]: ...
     @property
     def num_rows(self) -> int: ...
+
+    deletes: DeleteCounts  # set by the commit: what it did with the batch's deletes
+
     def take_rows(self) -> pa.Table:
         """The rows, read back if written; the files are then removed (never committed)."""
         ...
@@ -105,6 +110,7 @@ class TargetStore(Protocol):
         partition_by: tuple[str, ...],
         expected: Checkpoint | None,
         end: Checkpoint,
+        deletes: DeleteRule | None = None,
     ) -> int: ...
 
 

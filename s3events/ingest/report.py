@@ -22,15 +22,23 @@ class BatchReport:
     fast_path_files: int = 0  # of `files`: read on the JSON fast path (the rest through Spark's line path)
     skipped: dict[str, str] = field(default_factory=dict)  # files not read: uri -> reason
     filtered: int = 0  # input rows the target's transform removed
+    deletes: int = 0  # merge mode: target rows removed by a delete record (delete.field)
+    deletes_noop: int = 0  # delete records that removed nothing (key absent, or held with a newer value)
 
     def log_line(self) -> str:
         return (
             f"ingest batch: target={self.target} files={self.files} rows={self.rows} errors={self.errors} "
             f"deleted={self.deleted} "
             f"{f'filtered={self.filtered} ' if self.filtered else ''}"
+            f"{self._deletes()}"
             f"checkpoint={self.start.label}->{self.end.label} "
             f"table_version={self.version} elapsed={self.seconds:.2f}s"
         )
+
+    def _deletes(self) -> str:
+        if not (self.deletes or self.deletes_noop):
+            return ""
+        return f"deletes={self.deletes} deletes_noop={self.deletes_noop} "
 
 
 @dataclass(frozen=True, slots=True)

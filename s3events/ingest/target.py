@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from s3events.config import Settings, keys
+from s3events.ingest.deletes import DeleteRule
 from s3events.ingest.model import Limits
 from s3events.ingest.plan import Route
 
@@ -29,6 +30,7 @@ class TargetSpec:
     mode: keys.TargetMode = "append"
     record_key: tuple[str, ...] = ()
     ordering_field: str | None = None
+    delete: DeleteRule | None = None  # merge mode's record deletes (delete.field)
     partition_by: tuple[str, ...] = ()
     on_missing_object: keys.OnMissingObject = "skip"
     on_object_removed: keys.OnObjectRemoved = "ignore"
@@ -59,6 +61,14 @@ def key_path_pattern(column: str) -> str:
 def key_path_value(uri: str, column: str) -> str | None:
     found = re.search(key_path_pattern(column), uri)
     return found.group(1) if found else None
+
+
+def _delete_rule(settings: Settings, name: str) -> DeleteRule | None:
+    field = settings.get_for(name, keys.TARGET_DELETE_FIELD)
+    if not field:
+        return None
+    values = settings.get_for(name, keys.TARGET_DELETE_VALUES)
+    return DeleteRule(field, values, keep=settings.get_for(name, keys.TARGET_DELETE_FIELD_KEEP))
 
 
 def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetSpec]:
@@ -98,6 +108,7 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 mode=settings.get_for(name, keys.TARGET_MODE),
                 record_key=settings.get_for(name, keys.TARGET_RECORD_KEY),
                 ordering_field=settings.get_for(name, keys.TARGET_ORDERING_FIELD),
+                delete=_delete_rule(settings, name),
                 partition_by=settings.get_for(name, keys.TARGET_PARTITION_BY),
                 on_missing_object=settings.get_for(name, keys.TARGET_ON_MISSING_OBJECT),
                 on_object_removed=settings.get_for(name, keys.TARGET_ON_OBJECT_REMOVED),

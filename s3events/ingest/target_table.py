@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.table import TableMerger
 
 from s3events.errors import CheckpointError, CommitConflict
 from s3events.infra import delta, delta_stats
@@ -17,6 +19,7 @@ from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_commit import check_transactions, commit_files, stored_transactions
 from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to_transactions
+from s3events.ingest.deletes import FLAG, DeleteCounts, DeleteRule
 from s3events.ingest.merge_scope import holds_none_of, key_ranges, sql_string
 from s3events.ingest.model import Checkpoint, Deletion, FileRef
 from s3events.ingest.plan import ensure_forward
@@ -90,18 +93,29 @@ class TargetTable:
         partition_by: tuple[str, ...],
         expected: Checkpoint | None,
         end: Checkpoint,
+        deletes: DeleteRule | None = None,
     ) -> int:
-        """Upsert the batch's latest row per key (the later ordering value wins) with the checkpoint."""
+        """Upsert the batch's latest row per key (the later ordering value wins) with the checkpoint; a
+        latest row that is a delete (`deletes`) removes the key's row instead, and the counts of what
+        the deletes did are left in `batch.deletes`."""
         seen = self._guard(expected, end)
         properties = self._commit_properties(end)
+        schema = batch.schema if deletes is None else deletes.stored(batch.schema)
         table = self._handle.latest_or_create(
-            batch.schema, schema_version=TARGET_SCHEMA_VERSION, partition_by=list(partition_by)
+            schema, schema_version=TARGET_SCHEMA_VERSION, partition_by=list(partition_by)
         )
         check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
         files = pa.table(table.get_add_actions(flatten=True))
-        if holds_none_of(files, batch.keys, record_key):
-            return self._append_new_keys(table, batch, partition_by=partition_by, end=end, seen=seen)
+        # A delete must meet the held rows: a batch that may hold one is always merged.
+        removing = deletes is not None and deletes.may_hold_delete(batch.schema, batch.keys)
+        if not removing and holds_none_of(files, batch.keys, record_key):
+            unstored = [] if deletes is None else deletes.unstored()
+            return self._append_new_keys(
+                table, batch, partition_by=partition_by, end=end, seen=seen, unstored=unstored
+            )
         rows = batch.take_rows()
+        if deletes is not None:
+            rows = deletes.flagged(rows)
         matching = [f"t.`{k}` = s.`{k}`" for k in record_key]
         predicate = " AND ".join([*matching, *key_ranges(files, batch.keys, record_key)])
         merger = table.merge(
@@ -114,12 +128,13 @@ class TargetTable:
             commit_properties=properties,
             post_commithook_properties=delta.AFTER_COMMIT,
         )
-        update_when = f"s.`{ordering_field}` >= t.`{ordering_field}`" if ordering_field else None
         with delta.committing(self.path, kind="target"):
-            metrics = (
-                merger.when_matched_update_all(predicate=update_when).when_not_matched_insert_all().execute()
-            )
-        if not (metrics.get("num_target_rows_inserted") or metrics.get("num_target_rows_updated")):
+            metrics = _merge_clauses(merger, ordering_field, deletes).execute()
+        if deletes is not None:
+            requested = int(pc.sum(rows.column(FLAG)).as_py() or 0)
+            applied = int(metrics.get("num_target_rows_deleted") or 0)
+            batch.deletes = DeleteCounts(applied, max(0, requested - applied))
+        if not any(metrics.get(f"num_target_rows_{change}") for change in ("inserted", "updated", "deleted")):
             # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
             return self._commit_files(
                 [], schema=pa.schema(table.schema()), partition_by=partition_by, end=end, seen=seen
@@ -134,6 +149,7 @@ class TargetTable:
         partition_by: tuple[str, ...],
         end: Checkpoint,
         seen: dict[str, int | None],
+        unstored: Sequence[str] = (),
     ) -> int:
         """A merge batch none of whose keys the table holds: appended, as exactly the version after the
         snapshot just checked (a commit that lost that version fails: CommitConflict) with the
@@ -151,6 +167,7 @@ class TargetTable:
                 based_on=table.version(),
             )
         rows = batch.take_rows()
+        rows = rows.drop_columns([name for name in unstored if name in rows.column_names])
         with delta.committing(self.path, kind="target"):
             write_deltalake(
                 table,
@@ -268,6 +285,26 @@ class TargetTable:
     @staticmethod
     def _commit_metadata(end: Checkpoint) -> dict[str, str]:
         return {"s3events.writer": "ingest", "s3events.checkpoint": f"{end.version}:{end.position}"}
+
+
+def _merge_clauses(
+    merger: TableMerger, ordering_field: str | None, deletes: DeleteRule | None
+) -> TableMerger:
+    """The MERGE's actions: a held row is updated by a newer (or equal) ordering value, or removed by
+    such a delete; a new key is inserted unless its latest row is a delete (which is then a no-op)."""
+    newer = f"s.`{ordering_field}` >= t.`{ordering_field}`" if ordering_field else None
+    if deletes is None:
+        return merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all()
+    flag, unstored = f"s.`{FLAG}`", deletes.unstored()
+
+    def both(*conditions: str | None) -> str:
+        return " AND ".join(c for c in conditions if c)
+
+    return (
+        merger.when_matched_delete(predicate=both(flag, newer))
+        .when_matched_update_all(predicate=both(f"NOT {flag}", newer), except_cols=unstored)
+        .when_not_matched_insert_all(predicate=f"NOT {flag}", except_cols=unstored)
+    )
 
 
 def _checkpoint_properties(

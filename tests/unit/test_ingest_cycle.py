@@ -178,6 +178,7 @@ class FakeTargetTable:
         partition_by: tuple[str, ...],
         expected: Checkpoint | None,
         end: Checkpoint,
+        deletes: Any = None,
     ) -> int:
         self._guard(expected, end)
         self.rows.extend(rows.files)

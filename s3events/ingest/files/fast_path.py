@@ -126,6 +126,7 @@ def _run_tasks(
         # the driver's JVM at once.
         record_key=target.record_key if target.mode == "merge" else None,
         ordering_field=target.ordering_field,
+        marker=target.delete.field if target.delete is not None else None,
         stage=not in_driver,
     )
     if in_driver:
@@ -184,7 +185,7 @@ def _merge_written(
     if why is not None:
         return why
     try:
-        held = concat_conformed(keys, pa.schema([schema.field(name) for name in target.record_key]))
+        held = concat_conformed(keys, pa.schema([schema.field(name) for name in _sent(schema, target)]))
     except TYPE_ERRORS as exc:
         return f"types differ between files: {exc}"
     if held.num_rows != sum(f.num_records for f in written):  # rows whose keys no one would check
@@ -200,6 +201,14 @@ def _merge_written(
     if latest_rows.keys_distinct(held, target.record_key):
         return rows
     return MergeInput.held(latest_rows.latest(rows.take_rows(), target.record_key, target.ordering_field))
+
+
+def _sent(schema: pa.Schema, target: TargetSpec) -> list[str]:
+    """The columns tasks send back per written row: the record key, and delete.field's marker (the
+    commit merges a batch holding a delete instead of appending it)."""
+    if target.delete is None or target.delete.field not in schema.names:
+        return list(target.record_key)
+    return [*target.record_key, target.delete.field]
 
 
 def driver_bytes(files: tuple[FileRef, ...]) -> int:

@@ -73,12 +73,13 @@ def fast_task(
     ingested_at: datetime,
     record_key: tuple[str, ...] | None = None,
     ordering_field: str | None = None,
+    marker: str | None = None,
     stage: bool = False,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
     file and per CSV header line seen. Merge mode (`record_key`): what is written is each flush's
-    latest row per record key (`latest_rows`), and a row hands back those rows' keys (`stage`: through
-    the table's staging directory)."""
+    latest row per record key (`latest_rows`), and a row hands back those rows' keys, with their
+    `marker` (delete.field) values (`stage`: through the table's staging directory)."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
@@ -92,6 +93,7 @@ def fast_task(
         parser=parser,
         record_key=record_key,
         ordering_field=ordering_field,
+        marker=marker,
         stage=stage,
     )
     finish = partial(post_parse.finish, partition_by=partition_by, ingested_at=ingested_at)
@@ -208,6 +210,7 @@ def _flush(
     parser: FileParser,
     record_key: tuple[str, ...] | None,
     ordering_field: str | None,
+    marker: str | None = None,
     stage: bool = False,
 ) -> list[dict[str, object]]:
     if not pending:
@@ -231,7 +234,8 @@ def _flush(
     )
     out: list[dict[str, object]] = [{**to_row(f), "schema": schema_bytes} for f in files]
     if record_key is not None:  # a key the part lacks is null: the driver conforms the keys
-        keys = table.select([name for name in record_key if name in table.column_names])
+        sent = [*record_key, marker] if marker else record_key  # the marker: whether a MERGE is needed
+        keys = table.select([name for name in sent if name in table.column_names])
         if stage:
             out.append(
                 {"staged": stage_table(keys, table_uri=table_uri, options=aws), "schema": schema_bytes}

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from s3events.infra.aws import AwsOptions
 from s3events.infra.parquet_files import WrittenFile, partition_column, read_data_files, remove_data_files
+from s3events.ingest.deletes import NO_DELETES, DeleteCounts
 
 # What Arrow raises when values do not take a type: a batch's files that disagree go to the line path.
 TYPE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
@@ -24,8 +25,9 @@ TYPE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 @dataclass
 class MergeInput:
     schema: pa.Schema  # the table schema after this batch
-    keys: pa.Table  # the record key columns of every row (the rows themselves when held)
+    keys: pa.Table  # the record key columns of every row, and delete.field's (the rows when held)
     files: list[WrittenFile] = field(default_factory=list)  # the rows as uncommitted data files
+    deletes: DeleteCounts = NO_DELETES  # what the commit did with the batch's deletes (it sets them)
     _held: pa.Table | None = None
     _table_uri: str = ""
     _aws: AwsOptions | None = None
@@ -44,7 +46,8 @@ class MergeInput:
         table_uri: str,
         aws: AwsOptions,
     ) -> MergeInput:
-        """Rows the tasks wrote as `files`, each record key in `keys` once."""
+        """Rows the tasks wrote as `files`, each record key in `keys` once (with its delete marker when
+        the target has one)."""
         return cls(schema, keys, list(files), _table_uri=table_uri, _aws=aws)
 
     @property
