@@ -175,6 +175,7 @@ def _ingest(args: argparse.Namespace, cleanup: ExitStack) -> int:
             settings, ingest_tables(settings, args.target), once=args.once, metrics=metrics
         ),
         metrics=metrics,
+        catalog_metrics=metrics.catalog if settings.get(keys.CATALOG_TYPE) != "none" else None,
     )
     if totals.failed:
         for target, reason in sorted(totals.failed.items()):

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from s3events.backfill.metrics import BackfillMetrics
 from s3events.capture.metrics import CaptureMetrics
+from s3events.catalog.metrics import CatalogMetrics
 from s3events.ingest.metrics import IngestMetrics
 from s3events.maintenance.model import TableReport
 
@@ -63,3 +64,7 @@ class Metrics:
     @cached_property
     def maintenance(self) -> MaintenanceMetrics:
         return MaintenanceMetrics(self.registry)
+
+    @cached_property
+    def catalog(self) -> CatalogMetrics:
+        return CatalogMetrics(self.registry)

@@ -36,6 +36,9 @@ __all__ = [
     "BACKFILL_SOURCES",
     "CAPTURE_COMMIT_MAX_ATTEMPTS",
     "CAPTURE_MIN_SYNC_INTERVAL_SECONDS",
+    "CATALOG_DATABASE",
+    "CATALOG_HIVE_METASTORE_URI",
+    "CATALOG_TYPE",
     "COMMANDS",
     "INGEST_CHANGE_CHECK_INTERVAL_SECONDS",
     "INGEST_MIN_SYNC_INTERVAL_SECONDS",
@@ -79,6 +82,7 @@ __all__ = [
     "STATUS_MAX_CAPTURE_STALL_SECONDS",
     "STATUS_MAX_LAG_SECONDS",
     "TARGET_BUCKET",
+    "TARGET_CATALOG_TABLE",
     "TARGET_CSV_FAST_PATH",
     "TARGET_DELETE_FIELD",
     "TARGET_DELETE_FIELD_KEEP",
@@ -106,6 +110,7 @@ __all__ = [
     "TARGET_TEXT_FAST_PATH",
     "TARGET_TRANSFORM_SQL",
     "TARGET_TRANSFORM_SQL_FILE",
+    "CatalogType",
     "CheckpointStrategy",
     "LogFormat",
     "LogLevel",
@@ -124,6 +129,7 @@ TargetFormat = Literal["json", "csv", "parquet", "text"]
 TargetMode = Literal["append", "merge"]
 OnMissingObject = Literal["skip", "fail"]
 OnObjectRemoved = Literal["ignore", "delete"]
+CatalogType = Literal["none", "glue", "hive"]
 
 COMMANDS: tuple[str, ...] = (
     "capture",
@@ -144,6 +150,10 @@ _ALL = frozenset(COMMANDS) - _SETUP  # the pipeline's commands; setup and teardo
 
 _TARGET = "s3events.ingest.target.<name>."
 _BUCKET = StrType(pattern=r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", pattern_doc="an S3 bucket name")
+# Glue's and Athena's rule for database and table names (Hive folds names to lower case the same way).
+_CATALOG_NAME = StrType(
+    pattern=r"[a-z0-9_]{1,255}", pattern_doc="1-255 of lower-case letters, digits and '_' (Glue and Athena)"
+)
 _COLUMNS = ListType(unique=True)
 
 # --------------------------------------------------------------------------------------------------- AWS
@@ -400,6 +410,10 @@ def _error_table_default(settings: SettingsView, target: str | None) -> str | No
     return f"{base}_errors" if base else None
 
 
+def _catalog_table_default(_settings: SettingsView, target: str | None) -> str | None:
+    return target.lower().replace("-", "_") if target else None
+
+
 def _target(suffix: str, **kwargs: Any) -> Any:
     return Key(
         name=_TARGET + suffix,
@@ -585,6 +599,13 @@ TARGET_ERROR_TABLE_PATH: Key[str | None] = _target(
     default_text="<target path>_errors",
     doc="Delta table for records and files of this target that fail to parse, with their source file "
     "and line.",
+)
+TARGET_CATALOG_TABLE: Key[str | None] = _target(
+    "catalog.table",
+    type=_CATALOG_NAME,
+    default_from=_catalog_table_default,
+    default_text="the target's name, lower case, '-' as '_'",
+    doc="Table name of this target in s3events.catalog.database (with s3events.catalog.type glue or hive).",
 )
 TARGET_ON_MISSING_OBJECT: Key[OnMissingObject] = _target(
     "on.missing.object",
@@ -818,6 +839,32 @@ SETUP_VERIFY_TIMEOUT_SECONDS: Key[float] = Key(
     default=60.0,
     doc="How long `s3events setup --verify` waits for the probe's event to arrive on the queue.",
     group="Setup",
+)
+
+# ------------------------------------------------------------------------------------------- catalog
+
+CATALOG_TYPE: Key[CatalogType] = Key(
+    name="s3events.catalog.type",
+    type=ChoiceType(get_args(CatalogType)),
+    default="none",
+    doc="Catalog ingest registers its target tables in: none, glue (AWS Glue Data Catalog, read by Athena, "
+    "EMR, Glue) or hive (a Hive metastore over Thrift); created at a target's first commit, updated when "
+    "its schema or partition columns change.",
+    group="Catalog",
+)
+CATALOG_DATABASE: Key[str | None] = Key(
+    name="s3events.catalog.database",
+    type=_CATALOG_NAME,
+    doc="Database (schema) the target tables are registered in; `s3events setup` creates it. Required "
+    "unless s3events.catalog.type=none.",
+    group="Catalog",
+)
+CATALOG_HIVE_METASTORE_URI: Key[str | None] = Key(
+    name="s3events.catalog.hive.metastore.uri",
+    type=StrType(pattern=r"thrift://[^/\s:]+:[0-9]{1,5}", pattern_doc="thrift://host:port"),
+    doc="Hive metastore's Thrift address, e.g. thrift://metastore:9083. Required with "
+    "s3events.catalog.type=hive.",
+    group="Catalog",
 )
 
 REGISTRY = Registry(value for value in list(globals().values()) if isinstance(value, Key))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from s3events.catalog.service import build_sync
 from s3events.config import Settings, keys
 from s3events.infra import aws
 from s3events.ingest.cycle import Ingest, IngestCycle, Target
@@ -23,6 +24,7 @@ from s3events.ingest.target_table import ErrorTable, TargetTable
 from s3events.runloop import StopFlag, run_loop
 
 if TYPE_CHECKING:
+    from s3events.catalog.metrics import CatalogMetrics
     from s3events.ingest.metrics import IngestObserved
 
 log = logging.getLogger(__name__)
@@ -194,12 +196,15 @@ def run_ingest(
     spark: Any = None,
     housekeeping: Callable[[], object] | None = None,
     metrics: IngestObserved | None = None,
+    catalog_metrics: CatalogMetrics | None = None,
 ) -> IngestTotals:
     """Ingest cycles until caught up with what was there at start (`once`) or a stop signal;
     `housekeeping` runs between cycles in this thread (the CLI passes table maintenance in --continuous
     runs). Each cycle's result is recorded into `metrics`, when given."""
     stop = stop or StopFlag()
     ingest = build_ingest(settings, targets=targets, start_at=start_at, spark=spark)
+    # Catalog entries read (one at another location stops here, before any commit); synced after cycles.
+    catalog = build_sync(settings, ingest.target_names, observer=catalog_metrics)
     interval = (
         min_interval_seconds
         if min_interval_seconds is not None
@@ -221,6 +226,8 @@ def run_ingest(
         if metrics is not None:
             metrics.ingest.record(result, now=time.time())
         totals.add(result)
+        if catalog is not None:  # after the cycle's commits; a failure is logged and counted, never raised
+            catalog.after_cycle(b.target for b in result.batches if b.version is not None)
         if housekeeping is not None:
             housekeeping()  # between cycles, in this thread: never races this process's own commits
         return result

@@ -57,9 +57,12 @@ def _print_plan(out: TextIO, title: str, plan: Plan) -> None:
 
 
 def run_setup(settings: Settings, *, dry_run: bool, out: TextIO) -> int:
+    from s3events.setup.catalog import setup_catalog
+
     spec = spec_from(settings)
     clients = Clients(aws.options_from(settings))
     plan = plan_setup(spec, read_state(clients, spec))
+    setup_catalog(settings, dry_run=dry_run, out=out)  # the database target tables are registered in
     if dry_run:
         _print_plan(
             out, f"s3events setup --dry-run: queue {spec.queue_name}, buckets {', '.join(spec.buckets)}", plan

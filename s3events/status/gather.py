@@ -19,6 +19,7 @@ from s3events.maintenance.model import APP_ID as MAINTAINED
 from s3events.maintenance.model import SMALL_FRACTION
 from s3events.metadata.schema import BUCKET_FILE_BYTES
 from s3events.setup.command import static_links
+from s3events.status.catalog import catalog_problems
 from s3events.status.model import LastError, QueueStatus, Status, TableStatus, TargetStatus
 
 T = TypeVar("T")
@@ -132,6 +133,7 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
     if links_error is not None:
         problems.append(f"notification path: cannot check it: {links_error}")
     problems.extend(f"notification path: {link.name}: {link.problem}" for link in links or [] if not link.ok)
+    problems.extend(catalog_problems(settings, storage))  # entries missing, elsewhere or behind
 
     specs = target_specs(settings)
     checkpoints: dict[str, tuple[Checkpoint | None, str | None]] = {

@@ -41,6 +41,7 @@ PARAMETERS = {
     "NotificationPrefix": "events/",
     "LakeBucketName": LAKE,
     "LakePrefix": LAKE_PREFIX,
+    "CatalogDatabaseName": "lake",
 }
 QUEUE_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555"
 LANDING_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/66666666-7777-8888-9999-000000000000"
@@ -71,6 +72,11 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "create_dir": ("s3:PutObject",),  # on S3 arrow would PUT a directory marker
     "open_input_file": ("s3:GetObject",),  # the driver reads what merge tasks staged
     "get_file_info": ("s3:ListBucket",),  # a FileSelector LISTs the staging prefix
+    # Glue (catalog/glue.py): target tables in s3events.catalog.database; setup creates the database
+    "get_table": ("glue:GetTable",),
+    "create_table": ("glue:CreateTable",),
+    "update_table": ("glue:UpdateTable",),
+    "create_database": ("glue:CreateDatabase",),
 }
 VERSIONED_READS = {"get_object": "s3:GetObjectVersion"}
 
@@ -125,6 +131,7 @@ PROCESSES: dict[str, Process] = {
             "s3events/maintenance/*": ALL,
             "s3events/preflight.py": PREFLIGHT_TABLES,
             "s3events/infra/*": ALL,
+            "s3events/catalog/*": frozenset({"get_table", "create_table", "update_table"}),
         },
         "write",
     ),
@@ -152,6 +159,7 @@ PROCESSES: dict[str, Process] = {
         ("StatusPolicy",),
         {
             "s3events/status/*": ALL,
+            "s3events/catalog/*": frozenset({"get_table"}),  # the entries compared with the tables
             "s3events/capture/queue.py": frozenset({"get_queue_attributes"}),  # SqsQueue.depth
             "s3events/preflight.py": frozenset({"head_bucket", "list_objects_v2"}),  # reads only
             "s3events/infra/delta.py": ALL,
@@ -166,6 +174,12 @@ NOT_A_PROCESS = {
     "s3events/setup/*": "`s3events setup` creates the queue and notification: an administrator's "
     "credentials, the same job as deploying this template",
 }
+
+# Calls `s3events setup` makes through a process's module (an administrator's credentials, as above).
+SETUP_CALLS = {"s3events/catalog/glue.py": frozenset({"create_database"})}
+# Services whose operation names are common words (get_table, get_session): looked for only in the
+# modules that hold their client (the Hive metastore's Thrift calls are named like Glue's).
+CLIENT_MODULES = {"glue": frozenset({"s3events/catalog/glue.py"})}
 
 DELTA_ACTIONS = {
     # object_store: GET/HEAD, LIST with a prefix (and start-after), PUT If-None-Match for commits, PUT
@@ -340,6 +354,8 @@ def _bucket_level(action: str) -> bool:
 def sample(target: str, action: str, rendered: Rendered) -> tuple[str, dict[str, str]]:
     if target == "queue":
         return rendered.get_att("EventQueue", "Arn"), {}
+    if target == "glue":  # a table call is authorised on the catalog, the database and the table
+        return f"arn:aws:glue:{REGION}:{ACCOUNT}:table/lake/orders", {}
     bucket, key = {
         "landing": (LANDING, "events/2026/11/24/orders 1.json"),
         "lake": (LAKE, f"{LAKE_PREFIX}/metadata/_delta_log/00000000000000000001.json"),
@@ -354,6 +370,8 @@ def classify(resource: str) -> str:
         return "queue"
     if resource.startswith("arn:aws:kms:"):
         return "kms"
+    if resource.startswith(f"arn:aws:glue:{REGION}:{ACCOUNT}:"):
+        return "glue"
     if resource.startswith(f"arn:aws:s3:::{LANDING}"):
         return "landing"
     if resource.startswith(f"arn:aws:s3:::{LAKE}"):
@@ -423,6 +441,11 @@ def code_calls() -> tuple[Call, ...]:
         fs = _imports_pyarrow_fs(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
+                service = operations.get(node.attr)
+                if service in CLIENT_MODULES and module not in CLIENT_MODULES[service]:
+                    continue
+                if module in SETUP_CALLS and node.attr in SETUP_CALLS[module]:
+                    continue
                 if node.attr in operations:
                     calls.append(Call(module, node.lineno, node.attr, operations[node.attr]))
                 elif fs and node.attr in PYARROW_FS_METHODS:
@@ -468,6 +491,8 @@ def calls_of(process: str) -> list[Call]:
 def target_of(call: Call) -> str:
     if call.service == "sqs":
         return "queue"
+    if call.service == "glue":
+        return "glue"
     target = S3_TARGET_OF_MODULE.get(call.module)
     assert target is not None, (
         f"{call.module}:{call.line} calls {call.operation} on S3: say which bucket in "
