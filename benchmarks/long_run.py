@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/long_run.py [--commits 20000] [--marks 1000,5000,10000,20000]
         [--variants on,off] [--s3 local|moto|gofakes3|both] [--off-commits 3000] [--seconds-per-commit 5]
         [--ingest-every 20] [--block 200] [--seed 7] [--count-requests] [--minutes M]
-    .venv/bin/python benchmarks/long_run.py --s3 gofakes3 --commits 20000 --variants off,on --minutes 90
+    .venv/bin/python benchmarks/long_run.py --s3 gofakes3 --commits 20000 --variants off,on \
+        --off-commits 2000 --off-minutes 12 --minutes 70
 
 What a quiet queue makes capture do for weeks: one `MetadataTable.commit` per cycle of 1-10 events
 (the project's own MERGE: insert-if-absent on event_id within the 15-day dedupe window, re-creation
@@ -31,8 +32,8 @@ starts at `start-after`).
 `--s3 gofakes3` (`--endpoint` is the same option) keeps them in gofakes3 (benchmarks/harness/gofakes3.py,
 built with `go install` on first use), whose LIST seeks to `start-after` as S3 does, so the timings show
 our own cost as history grows; one bucket per table, since its LIST scans on past the prefix.
-`--minutes` bounds the whole run: a variant still going then takes a last mark where it got, recorded
-as such, and the variants after it stop after one commit (put the one that matters last).
+`--minutes` (`--off-minutes`) bounds each variant with (without) maintenance: still going then, it
+takes a last mark where it got, recorded as such, and the run goes on with the next variant.
 """
 
 from __future__ import annotations
@@ -222,6 +223,8 @@ def take_mark(name: str, i: int, seen: Seen, metadata_path: str, storage: dict[s
 
 def run_variant(name: str, store: Store, args: argparse.Namespace) -> Variant:
     maintained = name.endswith("on")
+    budget = args.minutes if maintained else args.off_minutes
+    deadline = time.monotonic() + 60 * budget if budget else float("inf")
     commits = args.commits if maintained else min(args.commits, args.off_commits)
     marks = sorted(m for m in args.marks if m <= commits) or [commits]
     metadata_path, target_path = store.path(name, "metadata"), store.path(name, "target")
@@ -257,7 +260,7 @@ def run_variant(name: str, store: Store, args: argparse.Namespace) -> Variant:
             started = time.perf_counter()
             if periodic.run_if_due():
                 variant.maintenance_seconds.append(time.perf_counter() - started)
-        variant.stopped_early = time.monotonic() > args.deadline and i < commits
+        variant.stopped_early = time.monotonic() > deadline and i < commits
         if i in marks or variant.stopped_early:  # out of time: a last mark where it got
             variant.marks.append(take_mark(name, i, seen, metadata_path, storage, args.block))
         if variant.stopped_early:
@@ -308,7 +311,11 @@ def main() -> int:
         "--minutes",
         type=float,
         default=0.0,
-        help="a time budget for the whole run: a variant still going then takes a last mark and stops",
+        help="a time budget for each variant with maintenance: still going then, it takes a last mark and "
+        "stops (0: none)",
+    )
+    parser.add_argument(
+        "--off-minutes", type=float, default=0.0, help="the same for each variant without maintenance"
     )
     parser.add_argument(
         "--count-requests",
@@ -318,7 +325,6 @@ def main() -> int:
     add_common(parser)
     args = parser.parse_args()
     smoke(args, commits=60, marks=[30, 60], off_commits=60, ingest_every=10, block=20)
-    args.deadline = time.monotonic() + 60 * args.minutes if args.minutes else float("inf")
     run = Run.start("long_run", smoke=args.smoke)
     logging.basicConfig(level=logging.WARNING)
     results = []
