@@ -338,7 +338,7 @@ def main() -> int:
                         wait_for(set(put), [meta, target], timeout=300 + args.seconds, children=children)
                     n += len(put)
                     phase = measure(put, meta, target, rate, (load0, os.getloadavg()[0]))
-                    phase.cores = usage.cores()
+                    phase.cores, phase.cpu_seconds = usage.cores(), usage.seconds
                     sustained(phase, put, target, started, args.backlog_every)
                     phases.append(phase)
                     print(

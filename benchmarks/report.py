@@ -197,10 +197,16 @@ def records(benchmark: str, directory: Path | None = None) -> list[Record]:
 
 
 def detail(
-    benchmark: str, header: Iterable[str], cells: Callable[[Record], Iterable[str]], directory: Path | None
+    benchmark: str,
+    header: Iterable[str],
+    cells: Callable[[Record], Iterable[str]],
+    directory: Path | None,
+    keep: Callable[[Record], bool] = lambda _: True,
 ) -> list[str]:
-    """A table of the latest record of each case of `benchmark`; no lines when none is recorded."""
-    rows = ["| " + " | ".join(cells(record)) + " |" for record in records(benchmark, directory)]
+    """A table of the latest record of each case of `benchmark` (those `keep` keeps); no lines when none
+    is recorded."""
+    shown = [record for record in records(benchmark, directory) if keep(record)]
+    rows = ["| " + " | ".join(cells(record)) + " |" for record in shown]
     header = list(header)
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *rows] if rows else []
 
@@ -237,6 +243,36 @@ def freshness_cells(r: Record) -> list[str]:
         " / ".join(
             f"{f[k]:.2f}" for k in ("receive_s", "capture_commit_s", "ingest_wait_s", "ingest_read_commit_s")
         ),
+        command(r),
+    ]
+
+
+def sustained(r: Record) -> bool:
+    return "capture_cpu_cores" in r["figures"]
+
+
+def sustained_cells(r: Record) -> list[str]:
+    f, rate = r["figures"], r["params"]["rate"]
+    servers = ", ".join(
+        f"{k.removesuffix('_cpu_cores')} {f[k]:.2f}"
+        for k in ("gofakes3_cpu_cores", "moto_cpu_cores", "elasticmq_cpu_cores", "benchmark_cpu_cores")
+        if f.get(k)
+    )
+    per_file = (
+        f"; {f['capture_cpu_ms_per_file']:.1f} / {f['ingest_cpu_ms_per_file']:.1f} ms per file"
+        if "capture_cpu_ms_per_file" in f
+        else ""
+    )
+    step = max(1, len(f["backlog_files"]) // 12)  # about a dozen points of the series
+    shown = f["backlog_files"][::step]
+    return [
+        f"{rate:g} files/s for {r['params']['seconds']:g} s (held {f['put_rate_per_s']:g}/s)",
+        f"{s(f['target_p50_s'])} / {s(f['target_p99_s'])}",
+        f"{f['capture_cpu_cores']:.2f} / {f['ingest_cpu_cores']:.2f} ({servers}){per_file}",
+        f"{f['files_per_batch_p50']:g} / {f['files_per_batch_max']:,}",
+        f"max {f['backlog_max_files']:,}; every {f['backlog_every_s'] * step:g} s: "
+        + " ".join(str(w) for w in shown),
+        f"{r['load']['start'][0]:.0f} → {r['load']['end'][0]:.0f}" if r["load"]["start"] else "-",
         command(r),
     ]
 
@@ -372,6 +408,21 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
             ],
             freshness_cells,
             d,
+        ),
+        "sustained": detail(
+            "freshness",
+            [
+                "rate",
+                "PUT → target p50 / p99",
+                "CPU cores: capture / ingest (servers, benchmark)",
+                "files per batch p50 / max",
+                "backlog (files PUT, not in the target)",
+                "load (1 min)",
+                "command",
+            ],
+            sustained_cells,
+            d,
+            keep=sustained,
         ),
         "ingest": detail(
             INGEST,

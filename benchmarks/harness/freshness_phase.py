@@ -21,6 +21,7 @@ class Phase:
     stages: dict[str, list[float]]
     load: tuple[float, float]  # 1-minute load average at the start and the end
     cores: dict[str, float] = field(default_factory=dict)  # CPU cores by role, first PUT -> all in target
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # the same stretch's CPU seconds by role
     batches: list[int] = field(default_factory=list)  # files per target commit
     backlog: list[tuple[float, int]] = field(default_factory=list)  # (s, files PUT and not yet in target)
     put_seconds: float = 0.0  # first PUT scheduled -> last PUT answered
@@ -76,6 +77,10 @@ def sustained_figures(mine: list[Phase]) -> dict[str, Any]:
         return {}
     figures: dict[str, Any] = {
         f"{role}_cpu_cores": round(median(p.cores[role] for p in mine), 2) for role in mine[0].cores
+    }
+    figures |= {
+        f"{role}_cpu_ms_per_file": round(median(1000 * p.cpu_seconds[role] / p.files for p in mine), 2)
+        for role in mine[0].cpu_seconds
     }
     figures["put_rate_per_s"] = round(median(p.files / p.put_seconds for p in mine), 1)
     figures["files_per_batch_p50"] = median(percentile(p.batches, 0.5) for p in mine)
