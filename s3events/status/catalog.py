@@ -40,10 +40,17 @@ def catalog_problems(settings: Settings, storage: Mapping[str, str]) -> list[str
             )
             continue
         lag = behind(entry, state)
-        if lag is not None and state is not None:
-            described = "missing" if entry is None else f"describes table version {entry.version}"
+        if lag is None or state is None:
+            continue
+        if entry is None:
             problems.append(
-                f"{label} is {lag} table versions behind: {described}, the table is at version "
-                f"{state.version} with another schema or partitioning (ingest retries the sync each cycle)"
+                f"{label} is missing: the table is at version {state.version} ({lag} table versions "
+                "unregistered; ingest retries the sync each cycle)"
+            )
+        else:
+            problems.append(
+                f"{label} is {lag} table versions behind: it describes table version {entry.version}, "
+                f"the table is at version {state.version} with another schema or partitioning (ingest "
+                "retries the sync each cycle)"
             )
     return problems
