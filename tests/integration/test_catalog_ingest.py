@@ -13,13 +13,13 @@ import pytest
 from s3events.capture.service import run_capture
 from s3events.catalog.glue import GlueCatalog
 from s3events.catalog.model import TableShape, TableState, catalog_location
-from s3events.catalog.sync import CatalogEntryElsewhere
+from s3events.commands import EXIT_FATAL
 from s3events.config import load_settings
 from s3events.infra import aws
 from s3events.ingest.service import run_ingest
 from s3events.process_metrics import Metrics
 from s3events.status.gather import gather_status
-from tests.conftest import Stack
+from tests.conftest import Stack, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -85,18 +85,27 @@ def test_ingest_registers_at_first_commit_and_updates_only_on_a_new_column(
     assert catalog_lines == []
 
 
-def test_entry_at_another_location_stops_ingest_before_any_commit(make_stack, s3, spark, glue, tmp_path):
+@pytest.mark.process
+def test_entry_at_another_location_stops_ingest_before_any_commit(make_stack, s3, glue, tmp_path):
     stack = make_stack()
     database = f"lake_{uuid.uuid4().hex[:8]}"
     catalog = GlueCatalog(glue)
     catalog.ensure_database(database)
     catalog.create_entry(database, "orders", TableState(3, TableShape("s3://elsewhere/orders", ())))
     _land(stack, s3, "in/1.json", {"id": 1})
-    settings = _settings(stack, tmp_path / "orders", database)
+    conf = stack.conf(
+        ingest__targets="orders",
+        ingest__target__orders__path=str(tmp_path / "orders"),
+        ingest__target__orders__format="json",
+        catalog__type="glue",
+        catalog__database=database,
+    )
 
-    with pytest.raises(CatalogEntryElsewhere, match="s3://elsewhere/orders"):
-        run_ingest(settings, once=True, spark=spark)
+    result = run_cli(["ingest", "--once", *(arg for kv in conf for arg in ("--conf", kv))])
 
+    assert result.returncode == EXIT_FATAL, result.stderr  # 3, before Spark starts
+    err = result.stderr
+    assert "s3://elsewhere/orders" in err and catalog_location(str(tmp_path / "orders")) in err
     assert not (tmp_path / "orders").exists()  # nothing committed
     entry = glue.get_table(DatabaseName=database, Name="orders")["Table"]
     assert entry["StorageDescriptor"]["Location"] == "s3://elsewhere/orders"
