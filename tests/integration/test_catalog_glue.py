@@ -3,6 +3,7 @@ updated only when the shape changes, and a name held by another location refused
 
 from __future__ import annotations
 
+import io
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,9 @@ from s3events.catalog.glue import GlueCatalog
 from s3events.catalog.model import VERSION_PARAMETER, CatalogTarget, Column, TableShape, TableState
 from s3events.catalog.sync import CatalogEntryElsewhere, CatalogSync
 from s3events.catalog.tables import DeltaShapes
+from s3events.config import load_settings
 from s3events.infra import aws
+from s3events.setup.catalog import setup_catalog
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +154,26 @@ def test_shapes_follow_a_delta_table_written_by_delta_rs(tmp_path: Path) -> None
         ("dt", "string"),
         ("tags", "array<string>"),
     ]
+
+
+def test_setup_creates_the_database_once_and_dry_run_creates_nothing(
+    glue: Any, aws_options: aws.AwsOptions
+) -> None:
+    name = f"setup_{uuid.uuid4().hex[:8]}"
+    conf = [
+        f"s3events.aws.endpoint.url={aws_options.endpoint_url}",
+        "s3events.aws.region=us-east-1",
+        "s3events.catalog.type=glue",
+        f"s3events.catalog.database={name}",
+    ]
+    settings = load_settings(None, conf, env={})
+    dry, first, second = io.StringIO(), io.StringIO(), io.StringIO()
+
+    setup_catalog(settings, dry_run=True, out=dry)
+    assert name not in [d["Name"] for d in glue.get_databases()["DatabaseList"]]
+    setup_catalog(settings, dry_run=False, out=first)
+    setup_catalog(settings, dry_run=False, out=second)
+
+    assert name in [d["Name"] for d in glue.get_databases()["DatabaseList"]]
+    assert f"catalog: database {name} in Glue (us-east-1) created" in first.getvalue()
+    assert "exists" in second.getvalue()
