@@ -43,6 +43,7 @@ __all__ = [
     "INGEST_CHANGE_CHECK_INTERVAL_SECONDS",
     "INGEST_MIN_SYNC_INTERVAL_SECONDS",
     "INGEST_MISSING_CHECKPOINT_STRATEGY",
+    "INGEST_NOTIFY_MAX_LAG_VERSIONS",
     "INGEST_TARGETS",
     "LOG_FORMAT",
     "LOG_LEVEL",
@@ -98,6 +99,9 @@ __all__ = [
     "TARGET_MAX_BYTES_PER_BATCH",
     "TARGET_MAX_FILES_PER_BATCH",
     "TARGET_MODE",
+    "TARGET_NOTIFY_EVENTBRIDGE_BUS_NAME",
+    "TARGET_NOTIFY_SNS_TOPIC_ARN",
+    "TARGET_NOTIFY_SQS_QUEUE_URL",
     "TARGET_ON_MISSING_OBJECT",
     "TARGET_ON_OBJECT_REMOVED",
     "TARGET_ORDERING_FIELD",
@@ -392,6 +396,14 @@ INGEST_MISSING_CHECKPOINT_STRATEGY: Key[CheckpointStrategy] = Key(
     "is recorded in the target's error table at the first run, so later runs and restarts start there too).",
     group="Ingest",
 )
+INGEST_NOTIFY_MAX_LAG_VERSIONS: Key[int] = Key(
+    name="s3events.ingest.notify.max.lag.versions",
+    type=IntType(min=1, max=1000000),
+    default=10,
+    doc="`s3events status` exits 1 when a target with notifications has more data commits than this not "
+    "recorded as announced (the newest is recorded by the next commit, so a healthy target shows 0 or 1).",
+    group="Ingest",
+)
 SPARK_MASTER: Key[str | None] = Key(
     name="s3events.spark.master",
     type=StrType(),
@@ -620,6 +632,31 @@ TARGET_ON_OBJECT_REMOVED: Key[OnObjectRemoved] = _target(
     doc="ignore = the target appends every object content once and keeps rows of removed objects; "
     "delete = the target mirrors S3: a removal deletes the object's rows and an overwrite replaces them "
     "(docs/ingest.md, Object lifecycle).",
+)
+
+TARGET_NOTIFY_SNS_TOPIC_ARN: Key[str | None] = _target(
+    "notify.sns.topic.arn",
+    type=StrType(
+        pattern=r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?",
+        pattern_doc="an SNS topic ARN, arn:aws:sns:<region>:<account>:<topic>",
+    ),
+    doc="SNS topic that gets one message per data commit of this target, after the commit, at least once "
+    "and in version order (docs/notifications.md); unset = none.",
+)
+TARGET_NOTIFY_SQS_QUEUE_URL: Key[str | None] = _target(
+    "notify.sqs.queue.url",
+    type=UrlType(),
+    doc="SQS queue that gets one message per data commit of this target (as the SNS topic; a .fifo queue "
+    "gets the target as message group and (path, version) as deduplication id); unset = none.",
+)
+TARGET_NOTIFY_EVENTBRIDGE_BUS_NAME: Key[str | None] = _target(
+    "notify.eventbridge.bus.name",
+    type=StrType(
+        pattern=r"[A-Za-z0-9._/:-]{1,1600}",
+        pattern_doc="an event bus name or ARN (default for the default bus)",
+    ),
+    doc="EventBridge bus that gets one event per data commit of this target (source s3events, detail-type "
+    "'Delta table commit', the message as detail); unset = none.",
 )
 
 # ---------------------------------------------------------------------------------------------- backfill

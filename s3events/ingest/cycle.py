@@ -20,6 +20,7 @@ from s3events.errors import CheckpointError, CommitConflict, FatalError, S3Event
 from s3events.infra.delta_errors import transient_reason
 from s3events.ingest.deletes import NO_DELETES
 from s3events.ingest.model import Batch, Checkpoint
+from s3events.ingest.notify.model import BatchSummary, schema_changed
 from s3events.ingest.plan import (
     append_step,
     caught_up_to,
@@ -301,7 +302,8 @@ class Ingest:
         started = self._timer()
         batch, deleted = self._settle_removed(state, batch)
         if not batch.files:
-            version = state.table.commit_checkpoint(expected=state.stored, end=batch.end)
+            removed = BatchSummary(0, 0, 0, rows_deleted=deleted) if deleted else None  # announced
+            version = state.table.commit_checkpoint(expected=state.stored, end=batch.end, summary=removed)
             return BatchReport(
                 target=spec.name,
                 files=0,
@@ -315,7 +317,8 @@ class Ingest:
             )
         # 2. read and parse on Spark; executors write Parquet files (invisible until committed)
         read_bytes = batch.total_bytes
-        output = self._read(batch, spec, existing_schema=state.table.schema())
+        existing = state.table.schema()
+        output = self._read(batch, spec, existing_schema=existing)
         if output.failed_files and spec.on_missing_object == "fail":
             uri, reason = next(iter(output.failed_files.items()))
             raise TargetFailed(f"target {spec.name}: {uri}: {reason} (on.missing.object=fail)")
@@ -323,7 +326,14 @@ class Ingest:
             log.warning("target %s: skipped %s: %s", spec.name, uri, reason)
         # 3. write: error rows first (skipped on replay), then data and checkpoint in one commit
         state.errors.record(output.errors, end=batch.end)
-        version = self._commit(state, output, batch)
+        summary = BatchSummary(
+            files=len(batch.files),
+            rows=output.rows,
+            error_rows=output.errors.num_rows,
+            rows_deleted=deleted,
+            schema_changed=schema_changed(existing and existing.names, output.schema.names),
+        )
+        version = self._commit(state, output, batch, summary)
         deletes = output.merge.deletes if spec.delete is not None and output.merge is not None else NO_DELETES
         return BatchReport(
             target=spec.name,
@@ -358,8 +368,9 @@ class Ingest:
         return batch, 0
 
     @staticmethod
-    def _commit(state: _TargetState, output: ReadResult, batch: Batch) -> int:
-        """Step 3: the batch's rows and its checkpoint in one commit; the table version it made."""
+    def _commit(state: _TargetState, output: ReadResult, batch: Batch, summary: BatchSummary) -> int:
+        """Step 3: the batch's rows and its checkpoint in one commit, with the `summary` notifications
+        announce; the table version it made."""
         spec = state.spec
         if spec.mode == "merge":
             assert output.merge is not None
@@ -371,6 +382,7 @@ class Ingest:
                 expected=state.stored,
                 end=batch.end,
                 deletes=spec.delete,
+                summary=summary,
             )
         return state.table.commit_append(
             output.files,
@@ -378,4 +390,5 @@ class Ingest:
             partition_by=spec.partition_by,
             expected=state.stored,
             end=batch.end,
+            summary=summary,
         )

@@ -8,6 +8,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from s3events.ingest.cycle import IngestCycle
+from s3events.ingest.notify.metrics import NotifyMetrics
 from s3events.observe.metrics import DURATION_BUCKETS
 
 # How ingest's skip reasons (`ingest.files.objects`) read, as bounded label values.
@@ -62,6 +63,7 @@ class IngestMetrics:
             "age of the oldest change routed to the target not yet ingested, as of its latest batch; "
             "0 when caught up",
         )
+        self.notify = NotifyMetrics(registry)
         self.last_success = gauge(
             "last_success_timestamp_seconds",
             "unix time the target last committed a batch or was found caught up",

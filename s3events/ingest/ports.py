@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, SnapshotRow
+from s3events.ingest.notify.model import BatchSummary
 from s3events.ingest.target import TargetSpec
 
 if TYPE_CHECKING:
@@ -91,7 +92,9 @@ class TargetStore(Protocol):
     def schema(self) -> pa.Schema | None: ...
     def delete_rows(self, deletions: Sequence[Deletion]) -> int: ...
     def held_contents(self, files: Sequence[FileRef]) -> set[tuple[str, str | None]]: ...
-    def commit_checkpoint(self, *, expected: Checkpoint | None, end: Checkpoint) -> int | None: ...
+    def commit_checkpoint(
+        self, *, expected: Checkpoint | None, end: Checkpoint, summary: BatchSummary | None = None
+    ) -> int | None: ...
     def commit_append(
         self,
         files: list[Any],
@@ -100,6 +103,7 @@ class TargetStore(Protocol):
         partition_by: tuple[str, ...],
         expected: Checkpoint | None,
         end: Checkpoint,
+        summary: BatchSummary | None = None,
     ) -> int: ...
     def commit_merge(
         self,
@@ -111,6 +115,7 @@ class TargetStore(Protocol):
         expected: Checkpoint | None,
         end: Checkpoint,
         deletes: DeleteRule | None = None,
+        summary: BatchSummary | None = None,
     ) -> int: ...
 
 

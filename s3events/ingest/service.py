@@ -154,9 +154,10 @@ def build_ingest(
     targets: tuple[str, ...] = (),
     start_at: int | None = None,
     spark: Any = None,
+    ports: IngestPorts | None = None,
 ) -> Ingest:
     """The ingest cycle for the configured targets (all, or those named), reading with Spark."""
-    ports = ingest_ports(settings, targets=targets, spark=spark)
+    ports = ports or ingest_ports(settings, targets=targets, spark=spark)
     return Ingest(
         ports.feed,
         ports.targets,
@@ -201,10 +202,14 @@ def run_ingest(
     """Ingest cycles until caught up with what was there at start (`once`) or a stop signal;
     `housekeeping` runs between cycles in this thread (the CLI passes table maintenance in --continuous
     runs). Each cycle's result is recorded into `metrics`, when given."""
+    from s3events.ingest.notify.announce import announcers
+
     stop = stop or StopFlag()
-    ingest = build_ingest(settings, targets=targets, start_at=start_at, spark=spark)
+    ports = ingest_ports(settings, targets=targets, spark=spark)
+    ingest = build_ingest(settings, start_at=start_at, ports=ports)
     # Catalog entries read (one at another location stops here, before any commit); synced after cycles.
     catalog = build_sync(settings, ingest.target_names, observer=catalog_metrics)
+    notify = announcers(settings, ports.targets, metrics.ingest.notify if metrics is not None else None)
     interval = (
         min_interval_seconds
         if min_interval_seconds is not None
@@ -223,6 +228,8 @@ def run_ingest(
 
     def step() -> IngestCycle:
         result = ingest.run_once()
+        if notify:
+            notify.announce()  # after the cycle's commits; a failure is logged and counted, never raised
         if metrics is not None:
             metrics.ingest.record(result, now=time.time())
         totals.add(result)

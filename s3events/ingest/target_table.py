@@ -22,6 +22,7 @@ from s3events.ingest.checkpoint import app_ids, from_transactions, origin_id, to
 from s3events.ingest.deletes import FLAG, DeleteCounts, DeleteRule
 from s3events.ingest.merge_scope import holds_none_of, key_ranges, sql_string
 from s3events.ingest.model import Checkpoint, Deletion, FileRef
+from s3events.ingest.notify.model import BatchSummary, cursor_id
 from s3events.ingest.plan import ensure_forward
 from s3events.ingest.ports import MergeRows
 
@@ -51,6 +52,12 @@ class TargetTable:
         # commits, each on the table's latest version, which a kept handle reaches by reading only the
         # commits since its last use instead of the log from its checkpoint each time.
         self._handle = delta.TableHandle(path, self._storage_options, kind=kind)
+        # The first version not yet announced (notifications on): rides in this table's next commit.
+        self.announced: int | None = None
+
+    @property
+    def handle(self) -> delta.TableHandle:
+        return self._handle
 
     def _storage_options(self) -> dict[str, str]:
         return resolve(self._storage)
@@ -70,9 +77,10 @@ class TargetTable:
         partition_by: tuple[str, ...],
         expected: Checkpoint | None,
         end: Checkpoint,
+        summary: BatchSummary | None = None,
     ) -> int:
         """Add the executors' files and move the checkpoint to `end`, in one commit, if the stored one is
-        still `expected` (see `_guard`)."""
+        still `expected` (see `_guard`); `summary` (what notifications announce) goes in its commitInfo."""
         seen = self._guard(expected, end)
         return self._commit_files(
             files,
@@ -81,7 +89,7 @@ class TargetTable:
             end=end,
             seen=seen,
             configuration=delta.table_properties("target", TARGET_SCHEMA_VERSION),
-            custom_metadata=self._commit_metadata(end),
+            custom_metadata=self._commit_metadata(end, summary),
         )
 
     def commit_merge(
@@ -94,12 +102,13 @@ class TargetTable:
         expected: Checkpoint | None,
         end: Checkpoint,
         deletes: DeleteRule | None = None,
+        summary: BatchSummary | None = None,
     ) -> int:
         """Upsert the batch's latest row per key (the later ordering value wins) with the checkpoint; a
         latest row that is a delete (`deletes`) removes the key's row instead, and the counts of what
         the deletes did are left in `batch.deletes`."""
         seen = self._guard(expected, end)
-        properties = self._commit_properties(end)
+        properties = self._commit_properties(end, summary)
         schema = batch.schema if deletes is None else deletes.stored(batch.schema)
         table = self._handle.latest_or_create(
             schema, schema_version=TARGET_SCHEMA_VERSION, partition_by=list(partition_by)
@@ -111,7 +120,13 @@ class TargetTable:
         if not removing and holds_none_of(files, batch.keys, record_key):
             unstored = [] if deletes is None else deletes.unstored()
             return self._append_new_keys(
-                table, batch, partition_by=partition_by, end=end, seen=seen, unstored=unstored
+                table,
+                batch,
+                partition_by=partition_by,
+                end=end,
+                seen=seen,
+                unstored=unstored,
+                summary=summary,
             )
         rows = batch.take_rows()
         if deletes is not None:
@@ -150,6 +165,7 @@ class TargetTable:
         end: Checkpoint,
         seen: dict[str, int | None],
         unstored: Sequence[str] = (),
+        summary: BatchSummary | None = None,
     ) -> int:
         """A merge batch none of whose keys the table holds: appended, as exactly the version after the
         snapshot just checked (a commit that lost that version fails: CommitConflict) with the
@@ -163,7 +179,7 @@ class TargetTable:
                 partition_by=partition_by,
                 end=end,
                 seen=seen,
-                custom_metadata=self._commit_metadata(end),
+                custom_metadata=self._commit_metadata(end, summary),
                 based_on=table.version(),
             )
         rows = batch.take_rows()
@@ -175,14 +191,16 @@ class TargetTable:
                 mode="append",
                 schema_mode="merge",
                 writer_properties=delta_stats.writer_properties(table.schema(), rows.schema),
-                commit_properties=self._commit_properties(end, max_commit_retries=0),
+                commit_properties=self._commit_properties(end, summary, max_commit_retries=0),
                 post_commithook_properties=delta.AFTER_COMMIT,
             )
         return int(table.version())
 
-    def commit_checkpoint(self, *, expected: Checkpoint | None, end: Checkpoint) -> int | None:
-        """Move the checkpoint alone (a batch whose every file was removed). None when there is no table
-        yet: nothing was ever ingested, so there is nothing to protect."""
+    def commit_checkpoint(
+        self, *, expected: Checkpoint | None, end: Checkpoint, summary: BatchSummary | None = None
+    ) -> int | None:
+        """Move the checkpoint alone (a batch whose every file was removed; with its `summary` when it
+        deleted rows). None when there is no table yet: nothing was ever ingested, nothing to protect."""
         table = self._handle.latest()
         if table is None:
             return None
@@ -193,6 +211,7 @@ class TargetTable:
             partition_by=tuple(table.metadata().partition_columns),
             end=end,
             seen=seen,
+            custom_metadata=None if summary is None else self._commit_metadata(end, summary),
         )
 
     def delete_rows(self, deletions: Sequence[Deletion]) -> int:
@@ -247,7 +266,7 @@ class TargetTable:
             schema=schema,
             partition_by=list(partition_by),
             storage_options=self._storage_options(),
-            transactions=to_transactions(self.app_id, end),
+            transactions=self._transactions(end),
             expected_transactions=seen,
             handle=self._handle,
             configuration=configuration,
@@ -276,15 +295,28 @@ class TargetTable:
         return seen
 
     def _commit_properties(
-        self, end: Checkpoint, *, max_commit_retries: int | None = None
+        self, end: Checkpoint, summary: BatchSummary | None = None, *, max_commit_retries: int | None = None
     ) -> CommitProperties:
         return _checkpoint_properties(
-            self.app_id, end, self._commit_metadata(end), max_commit_retries=max_commit_retries
+            self._transactions(end),
+            self._commit_metadata(end, summary),
+            max_commit_retries=max_commit_retries,
         )
 
+    def _transactions(self, end: Checkpoint) -> dict[str, int]:
+        """The checkpoint `end`, and the notification cursor while notifications are on."""
+        stored = to_transactions(self.app_id, end)
+        if self.announced is not None:
+            stored[cursor_id(self.app_id)] = self.announced
+        return stored
+
     @staticmethod
-    def _commit_metadata(end: Checkpoint) -> dict[str, str]:
-        return {"s3events.writer": "ingest", "s3events.checkpoint": f"{end.version}:{end.position}"}
+    def _commit_metadata(end: Checkpoint, summary: BatchSummary | None = None) -> dict[str, str]:
+        announced = {} if summary is None else summary.to_metadata()
+        return {
+            "s3events.writer": "ingest",
+            "s3events.checkpoint": f"{end.version}:{end.position}",
+        } | announced
 
 
 def _merge_clauses(
@@ -308,10 +340,10 @@ def _merge_clauses(
 
 
 def _checkpoint_properties(
-    app_id: str, end: Checkpoint, custom_metadata: dict[str, str], *, max_commit_retries: int | None = None
+    stored: dict[str, int], custom_metadata: dict[str, str], *, max_commit_retries: int | None = None
 ) -> CommitProperties:
-    """Commit properties carrying the checkpoint `end` as the app transactions of `app_id`."""
-    transactions = [Transaction(app, version) for app, version in to_transactions(app_id, end).items()]
+    """Commit properties carrying app transactions (a checkpoint, `to_transactions`) and commitInfo."""
+    transactions = [Transaction(app, version) for app, version in stored.items()]
     return CommitProperties(
         app_transactions=transactions, custom_metadata=custom_metadata, max_commit_retries=max_commit_retries
     )
@@ -374,7 +406,9 @@ class ErrorTable:
         if stored is not None and stored >= end:
             log.info("error rows of this batch are already in %s (replay); not written again", self.path)
             return 0
-        properties = _checkpoint_properties(self.app_id, end, {"s3events.writer": "ingest-errors"})
+        properties = _checkpoint_properties(
+            to_transactions(self.app_id, end), {"s3events.writer": "ingest-errors"}
+        )
         table = self._handle.latest_or_create(errors.schema, schema_version=ERRORS_SCHEMA_VERSION)
         check_transactions(table, self.path, seen)
         write_deltalake(

@@ -13,6 +13,7 @@ from s3events.config import Settings, keys
 from s3events.infra import aws, table_info
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Checkpoint
+from s3events.ingest.notify.lag import notify_problems
 from s3events.ingest.progress import first_unread, pending_after, stored_position
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.maintenance.model import APP_ID as MAINTAINED
@@ -147,6 +148,7 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
         target = _target(spec, storage, checkpoints[spec.name], latest, pending, times, now, max_lag, small)
         targets.append(target)
         problems.extend(_target_problems(target, latest, max_lag))
+    problems.extend(notify_problems(settings, specs, storage))
     return Status(
         generated_at=now,
         max_lag_seconds=max_lag,

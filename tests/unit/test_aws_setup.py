@@ -42,6 +42,18 @@ PARAMETERS = {
     "LakeBucketName": LAKE,
     "LakePrefix": LAKE_PREFIX,
     "CatalogDatabaseName": "lake",
+    # Commit notifications: two topics (a list), a FIFO queue, a bus
+    "NotifyTopicArns": f"arn:aws:sns:{REGION}:{ACCOUNT}:lake-commits,arn:aws:sns:{REGION}:{ACCOUNT}:audit",
+    "NotifyQueueArns": f"arn:aws:sqs:{REGION}:{ACCOUNT}:lake-commits.fifo",
+    "NotifyEventBusArns": f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/lake",
+}
+# What ingest announces commits to (ingest/notify/publish.py), by the service of the call.
+NOTIFY_MODULE = "s3events/ingest/notify/publish.py"
+NOTIFY_PARAMETERS = {"sns": "NotifyTopicArns", "sqs": "NotifyQueueArns", "events": "NotifyEventBusArns"}
+NOTIFY_RESOURCES = {
+    "notify-sns": f"arn:aws:sns:{REGION}:{ACCOUNT}:audit",
+    "notify-sqs": PARAMETERS["NotifyQueueArns"],
+    "notify-events": PARAMETERS["NotifyEventBusArns"],
 }
 QUEUE_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555"
 LANDING_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/66666666-7777-8888-9999-000000000000"
@@ -76,6 +88,10 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "get_table": ("glue:GetTable",),
     "create_table": ("glue:CreateTable",),
     "update_table": ("glue:UpdateTable",),
+    # Commit notifications (ingest/notify/publish.py)
+    "publish": ("sns:Publish",),
+    "send_message": ("sqs:SendMessage",),
+    "put_events": ("events:PutEvents",),
     "create_database": ("glue:CreateDatabase",),
 }
 VERSIONED_READS = {"get_object": "s3:GetObjectVersion"}
@@ -279,6 +295,9 @@ class Rendered:
                 return self.ref(arg)
             if fn == "Fn::GetAtt":
                 return self.get_att(*arg)
+            if fn == "Fn::Split":
+                separator, text = arg
+                return str(self.resolve(text)).split(separator)
             if fn == "Fn::Sub":
                 return re.sub(r"\$\{([^}]+)\}", lambda m: self._sub(m.group(1)), arg)
             if fn == "Fn::If":
@@ -352,6 +371,8 @@ def _bucket_level(action: str) -> bool:
 
 
 def sample(target: str, action: str, rendered: Rendered) -> tuple[str, dict[str, str]]:
+    if target in NOTIFY_RESOURCES:
+        return NOTIFY_RESOURCES[target], {}
     if target == "queue":
         return rendered.get_att("EventQueue", "Arn"), {}
     if target == "glue":  # a table call is authorised on the catalog, the database and the table
@@ -366,6 +387,9 @@ def sample(target: str, action: str, rendered: Rendered) -> tuple[str, dict[str,
 
 
 def classify(resource: str) -> str:
+    for service, parameter in NOTIFY_PARAMETERS.items():
+        if resource in PARAMETERS[parameter].split(","):
+            return f"notify-{service}"
     if resource.startswith("arn:aws:sqs:"):
         return "queue"
     if resource.startswith("arn:aws:kms:"):
@@ -489,6 +513,8 @@ def calls_of(process: str) -> list[Call]:
 
 
 def target_of(call: Call) -> str:
+    if call.module == NOTIFY_MODULE:
+        return f"notify-{call.service}"
     if call.service == "sqs":
         return "queue"
     if call.service == "glue":

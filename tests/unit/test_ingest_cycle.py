@@ -25,6 +25,7 @@ from s3events.errors import CheckpointError, CommitConflict, FatalError
 from s3events.ingest.cycle import Ingest, Target
 from s3events.ingest.feed import ChangeRows as Changes
 from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits, SnapshotRow
+from s3events.ingest.notify.model import BatchSummary
 from s3events.ingest.plan import Route, ensure_forward
 from s3events.ingest.target import TargetSpec
 
@@ -122,6 +123,7 @@ class Commit:
     kind: str  # append | merge | checkpoint
     uris: list[str]
     end: Checkpoint
+    summary: BatchSummary | None = None  # what notifications announce of it
 
 
 class FakeTargetTable:
@@ -150,11 +152,13 @@ class FakeTargetTable:
     def held_contents(self, files: Sequence[FileRef]) -> set[tuple[str, str | None]]:
         return {(f.uri, f.etag) for f in files if (f.uri, f.etag) in self.rows}
 
-    def commit_checkpoint(self, *, expected: Checkpoint | None, end: Checkpoint) -> int | None:
+    def commit_checkpoint(
+        self, *, expected: Checkpoint | None, end: Checkpoint, summary: BatchSummary | None = None
+    ) -> int | None:
         if not self.commits:
             return None
         self._guard(expected, end)
-        return self._commit(Commit("checkpoint", [], end))
+        return self._commit(Commit("checkpoint", [], end, summary))
 
     def commit_append(
         self,
@@ -164,10 +168,11 @@ class FakeTargetTable:
         partition_by: tuple[str, ...],
         expected: Checkpoint | None,
         end: Checkpoint,
+        summary: BatchSummary | None = None,
     ) -> int:
         self._guard(expected, end)
         self.rows.extend(files)
-        return self._commit(Commit("append", [uri for uri, _ in files], end))
+        return self._commit(Commit("append", [uri for uri, _ in files], end, summary))
 
     def commit_merge(
         self,
@@ -179,10 +184,11 @@ class FakeTargetTable:
         expected: Checkpoint | None,
         end: Checkpoint,
         deletes: Any = None,
+        summary: BatchSummary | None = None,
     ) -> int:
         self._guard(expected, end)
         self.rows.extend(rows.files)
-        return self._commit(Commit("merge", [uri for uri, _ in rows.files], end))
+        return self._commit(Commit("merge", [uri for uri, _ in rows.files], end, summary))
 
     @property
     def uris(self) -> list[str]:
@@ -499,6 +505,19 @@ def test_error_rows_are_recorded_before_the_data_commit_with_the_same_checkpoint
     assert lake.tables["events"].commits[-1].end == Checkpoint(0, 0)
 
 
+def test_each_batch_commit_carries_the_summary_its_notification_announces():
+    lake = Lake(FakeFeed([ref(0, "a.json"), ref(0, "b.json")]))
+    lake.read.bad_lines = {uri("b.json"): 2}
+    ingest = lake.ingest(target(max_files=1))
+
+    ingest.run_once()
+    ingest.run_once()
+
+    first, second = lake.tables["events"].commits
+    assert first.summary == BatchSummary(files=1, rows=1, error_rows=0, schema_changed=True)  # new table
+    assert second.summary == BatchSummary(files=1, rows=1, error_rows=2, schema_changed=False)
+
+
 def test_a_merge_target_commits_its_rows_with_the_checkpoint():
     lake = Lake(FakeFeed([ref(0, "a.json"), ref(1, "b.json")]))
 
@@ -541,7 +560,9 @@ def test_a_batch_of_removals_only_moves_the_checkpoint_in_a_commit_of_its_own():
 
     assert len(lake.read.batches) == reads  # nothing to read: no Spark job
     assert (report.files, report.deleted) == (0, 1)
-    assert lake.tables["events"].commits[-1] == Commit("checkpoint", [], Checkpoint(1, 0))
+    # The deletion is announced: the checkpoint's commit carries the batch's summary.
+    summary = BatchSummary(0, 0, 0, rows_deleted=1)
+    assert lake.tables["events"].commits[-1] == Commit("checkpoint", [], Checkpoint(1, 0), summary)
 
 
 def test_an_appending_target_skips_re_uploaded_content_it_already_holds():
