@@ -82,6 +82,7 @@ __all__ = [
     "SPARK_MASTER",
     "STATUS_MAX_CAPTURE_STALL_SECONDS",
     "STATUS_MAX_LAG_SECONDS",
+    "TARGET_BINARY_MAX_BYTES",
     "TARGET_BUCKET",
     "TARGET_CATALOG_TABLE",
     "TARGET_CSV_FAST_PATH",
@@ -129,7 +130,7 @@ PoisonAction = Literal["delete", "redrive"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 LogFormat = Literal["text", "json"]
 CheckpointStrategy = Literal["earliest", "latest"]
-TargetFormat = Literal["json", "csv", "parquet", "text"]
+TargetFormat = Literal["json", "csv", "parquet", "text", "avro", "orc", "xml", "binary"]
 TargetMode = Literal["append", "merge"]
 OnMissingObject = Literal["skip", "fail"]
 OnObjectRemoved = Literal["ignore", "delete"]
@@ -446,8 +447,10 @@ TARGET_PATH: Key[str | None] = _target(
 TARGET_FORMAT: Key[TargetFormat | None] = _target(
     "format",
     type=ChoiceType(get_args(TargetFormat)),
-    doc="Format of this target's source files: json (one object per line), csv, parquet, or text (one "
-    "record per line).",
+    doc="Format of this target's source files: json (one object per line; a document or a top-level "
+    "array with reader.options=multiLine=true), csv (quoted newlines with multiLine=true), parquet, text "
+    "(one record per line), avro, orc, xml (one record per reader.options rowTag element) or binary "
+    "(one row per object: content, size).",
     required_for=_INGEST,
 )
 TARGET_KEY_PREFIX: Key[str] = _target(
@@ -503,6 +506,13 @@ TARGET_READER_OPTIONS: Key[Mapping[str, str]] = _target(
     default=_NO_OPTIONS,
     doc="Extra Spark reader options as comma-separated k=v pairs, e.g. header=true,sep=; (values cannot "
     "contain ',').",
+)
+TARGET_BINARY_MAX_BYTES: Key[int] = _target(
+    "binary.max.bytes",
+    type=IntType(min=1, max=1 << 30),
+    default=16 << 20,
+    doc="binary format: the largest object ingested as one row; a larger one is an error row (its bytes "
+    "are not read).",
 )
 TARGET_JSON_FAST_PATH: Key[bool] = _target(
     "json.fast.path",

@@ -72,6 +72,20 @@ def _deletes_need_a_merge_target(settings: Values) -> None:
             )
 
 
+def _xml_needs_row_tag(settings: Values) -> None:
+    """An XML file has no record boundary of its own: the element that is one row must be named."""
+    for target in settings.targets:
+        if settings.get_for(target, keys.TARGET_FORMAT) != "xml":
+            continue
+        options = settings.get_for(target, keys.TARGET_READER_OPTIONS)
+        if not {k.lower(): v for k, v in options.items()}.get("rowtag", "").strip():
+            raise ConfigError(
+                keys.TARGET_READER_OPTIONS.concrete(target),
+                f"has no rowTag, which {keys.TARGET_FORMAT.concrete(target)}=xml requires: name the element "
+                f"that is one record, e.g. {keys.TARGET_READER_OPTIONS.concrete(target)}=rowTag=record",
+            )
+
+
 def _backfill_interval_needs_sources(settings: Values) -> None:
     if settings.get(keys.BACKFILL_INTERVAL_SECONDS) > 0 and not settings.get(keys.BACKFILL_SOURCES):
         raise ConfigError(
@@ -121,6 +135,7 @@ RULES: tuple[Rule, ...] = (
     Rule("merge needs record.key", frozenset({"ingest"}), _merge_needs_record_key),
     Rule("deletes need a merge target", frozenset({"ingest"}), _deletes_need_a_merge_target),
     Rule("backfill interval needs sources", frozenset({"capture"}), _backfill_interval_needs_sources),
+    Rule("xml needs rowTag", frozenset({"ingest"}), _xml_needs_row_tag),
 )
 """Every cross-key rule and the commands it applies to."""
 

@@ -27,6 +27,7 @@ class TargetSpec:
     text_fast_path: bool = True
     parquet_fast_path: bool = True
     driver_read_max_bytes: int = 64 << 20  # fast-path batches up to this size skip the Spark job
+    binary_max_bytes: int = 16 << 20
     mode: keys.TargetMode = "append"
     record_key: tuple[str, ...] = ()
     ordering_field: str | None = None
@@ -105,6 +106,7 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 text_fast_path=settings.get_for(name, keys.TARGET_TEXT_FAST_PATH),
                 parquet_fast_path=settings.get_for(name, keys.TARGET_PARQUET_FAST_PATH),
                 driver_read_max_bytes=settings.get_for(name, keys.TARGET_DRIVER_READ_MAX_BYTES),
+                binary_max_bytes=settings.get_for(name, keys.TARGET_BINARY_MAX_BYTES),
                 mode=settings.get_for(name, keys.TARGET_MODE),
                 record_key=settings.get_for(name, keys.TARGET_RECORD_KEY),
                 ordering_field=settings.get_for(name, keys.TARGET_ORDERING_FIELD),

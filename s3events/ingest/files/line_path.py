@@ -30,7 +30,16 @@ from s3events.infra.parquet_files import (
     written_files_batch,
 )
 from s3events.ingest.files import post_parse
-from s3events.ingest.files.formats import csv_format, json_format, parquet_format, text_format
+from s3events.ingest.files.formats import (
+    avro_format,
+    csv_format,
+    json_format,
+    orc_format,
+    parquet_format,
+    records,
+    text_format,
+)
+from s3events.ingest.files.formats.whole_file import WholeFileReader, binary_reader
 from s3events.ingest.files.frames import collected, files_frame
 from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.lineage import LINEAGE
@@ -42,7 +51,12 @@ from s3events.ingest.target import TargetSpec
 
 _TARGET_FILE_BYTES = 256 << 20  # aim for output files of about this size
 _MIN_SHARED_BYTES = 32 << 20  # below this per core, one task writes (no tiny files for small batches)
-_LINE_PARSERS = {"json": json_format.parse_lines, "csv": csv_format.parse_lines}
+_LINE_PARSERS = {
+    "json": json_format.parse_lines,
+    "csv": csv_format.parse_lines,
+    "xml": json_format.parse_lines,  # its records come as JSON objects (formats/xml_format.py)
+}
+
 
 
 def run_line_path(
@@ -56,10 +70,13 @@ def run_line_path(
     """The general path: every format, every line through Spark (from_json / from_csv / text)."""
     frame = files_frame(spark, files)
     cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
-    if target.format == "parquet":
-        good, bad = parquet_format.read_on_spark(spark, frame, aws, existing_schema, cached)
+    whole = _whole_file_reader(target)
+    if whole is not None:
+        good, bad = parquet_format.read_on_spark(spark, frame, aws, existing_schema, cached, whole)
     else:
-        lines = frame.map(partial(_read_lines_partition, aws=aws), from_arrow_schema(LINE_SCHEMA))
+        split = records.splitter(target.format, target.reader_options)
+        read = partial(_read_lines_partition, aws=aws, split=split)
+        lines = frame.map(read, from_arrow_schema(LINE_SCHEMA))
         cached.append(lines.persist(StorageLevel.MEMORY_AND_DISK))
         good, bad = _parse_lines(spark, cached[0], target, existing_schema, cached)
     try:
@@ -82,9 +99,21 @@ def run_line_path(
             persisted.unpersist()
 
 
-def _read_lines_partition(refs: Iterator[FileRef], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
+def _whole_file_reader(target: TargetSpec) -> WholeFileReader | None:
+    """The reader of a format whose objects are read whole into columns (no lines), or None."""
+    if target.format == "binary":
+        return binary_reader(target.binary_max_bytes)
+    return {"parquet": parquet_format.PARQUET, "avro": avro_format.READER, "orc": orc_format.READER}.get(
+        target.format
+    )
+
+
+def _read_lines_partition(
+    refs: Iterator[FileRef], *, aws: AwsOptions, split: records.Split | None
+) -> Iterator[pa.RecordBatch]:
     for ref in refs:
-        yield from read_lines(ref, aws)
+        yield from read_lines(ref, aws) if split is None else records.read_records(ref, aws, split=split)
+
 
 
 def _parse_lines(
@@ -94,7 +123,7 @@ def _parse_lines(
     existing: pa.Schema | None,
     cached: list[DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
-    options = dict(target.reader_options or {})
+    options = records.line_options(target.format, target.reader_options)
     read_errors = lines.where(F.col("_error").isNotNull()).select(
         *LINEAGE, F.col("value").alias("raw"), F.col("_error").alias("error")
     )

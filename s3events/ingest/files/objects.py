@@ -266,6 +266,17 @@ def read_parquet(
         obj.close()
 
 
+def whole_source(obj: S3Object, codec: str | None, in_memory_bytes: int) -> io.BufferedIOBase:
+    """A seekable file for whole-file readers: in memory when compressed or small, else ranged reads."""
+    if codec is not None or obj.size <= in_memory_bytes:
+        data = _decompressed(obj.read(), codec)
+        if data is None:
+            raise ObjectReadError(obj.uri, "compressed data is corrupt or larger than the in-memory limit")
+        return io.BytesIO(data)
+    obj.close()  # ranged reads from here on, 8 MiB a GET: a reader's small reads must not each be one
+    return io.BufferedReader(_RangedFile(obj), buffer_size=8 << 20)
+
+
 class CorruptParquetData(Exception):
     """A row group of a readable Parquet file that cannot be decoded."""
 
@@ -364,6 +375,11 @@ class _RangedFile(io.RawIOBase):
         data = self._obj.read_range(self._pos, length)
         self._pos += len(data)
         return data
+
+    def readinto(self, buffer: Any, /) -> int:  # for io.BufferedReader
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 def _line_batch(

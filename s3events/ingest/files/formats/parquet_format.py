@@ -32,6 +32,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from s3events.infra.aws import AwsOptions
 from s3events.ingest.files.formats.base import FileDeclined, ParsedFile
+from s3events.ingest.files.formats.whole_file import Rows, Schema, WholeFileReader
 from s3events.ingest.files.frames import FilesFrame, collected
 from s3events.ingest.files.line_parse import evolve
 from s3events.ingest.files.lineage import FIXED, INGESTED_AT, LINEAGE, LINEAGE_FIELDS, lineage_columns
@@ -164,11 +165,15 @@ def read_on_spark(
     aws: AwsOptions,
     existing: pa.Schema | None,
     cached: list[DataFrame],
+    reader: WholeFileReader | None = None,
 ) -> tuple[DataFrame, DataFrame]:
-    """(rows, error rows) of the batch's Parquet files through Spark: each file's schema first (a task
-    reads its first row), unified over the batch, then every file read and cast to it."""
+    """(rows, error rows) of the batch's Parquet files through Spark (or another whole-file format's,
+    by its `reader`): each file's schema first (a task reads its first row), unified over the batch, then
+    every file read and cast to it."""
+    reader = reader or PARQUET
     probed = files.map(
-        partial(_schema_partition, aws=aws), "uri string, etag string, schema binary, error string"
+        partial(_schema_partition, aws=aws, schema_of=reader.schema),
+        "uri string, etag string, schema binary, error string",
     )
     rows = collected(probed)
     schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"] is not None]
@@ -184,7 +189,7 @@ def read_on_spark(
     )
     probed_bad = frozenset(uri for uri, _, _ in errors)
     read = files.map(
-        partial(_read_partition, aws=aws, schema=read_schema, probed_bad=probed_bad),
+        partial(_read_partition, aws=aws, schema=read_schema, probed_bad=probed_bad, rows_of=reader.rows),
         from_arrow_schema(read_schema),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(read)  # read once: the rows and the broken files both come from it
@@ -211,12 +216,22 @@ def read_on_spark(
     return good, bad
 
 
-def _schema_partition(refs: Iterator[FileRef], *, aws: AwsOptions) -> Iterator[pa.RecordBatch]:
+def parquet_schema(ref: FileRef, aws: AwsOptions) -> pa.Schema | None:
+    """The columns of the file's first row (None without rows: such a file gives no columns)."""
+    first = next(read_parquet(ref, aws, batch_rows=1), None)
+    return first.schema if first is not None else None
+
+
+PARQUET = WholeFileReader(schema=parquet_schema, rows=read_parquet)
+
+
+def _schema_partition(
+    refs: Iterator[FileRef], *, aws: AwsOptions, schema_of: Schema
+) -> Iterator[pa.RecordBatch]:
     out: list[dict[str, Any]] = []
     for ref in refs:
         try:
-            first = next(read_parquet(ref, aws, batch_rows=1), None)
-            schema = first.schema if first is not None else None
+            schema = schema_of(ref, aws)
             payload = schema.serialize().to_pybytes() if schema is not None else None
             out.append({"uri": ref.uri, "etag": ref.etag, "schema": payload, "error": None})
         except ObjectReadError as exc:
@@ -230,13 +245,18 @@ def _schema_partition(refs: Iterator[FileRef], *, aws: AwsOptions) -> Iterator[p
 
 
 def _read_partition(
-    refs: Iterator[FileRef], *, aws: AwsOptions, schema: pa.Schema, probed_bad: frozenset[str]
+    refs: Iterator[FileRef],
+    *,
+    aws: AwsOptions,
+    schema: pa.Schema,
+    probed_bad: frozenset[str],
+    rows_of: Rows,
 ) -> Iterator[pa.RecordBatch]:
     for ref in refs:
         if ref.uri in probed_bad:
             continue  # its error row comes from the probe
         try:
-            for record_batch in read_parquet(ref, aws):
+            for record_batch in rows_of(ref, aws):
                 columns = [
                     record_batch.column(f.name).cast(f.type, safe=False)
                     if f.name in record_batch.schema.names
