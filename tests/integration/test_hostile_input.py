@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pyarrow as pa
+import pyarrow.orc as orc
 import pytest
 
 from s3events.capture.service import run_capture
@@ -368,3 +370,95 @@ def test_a_csv_wider_than_sparks_column_limit_becomes_an_error_row_and_the_batch
         assert error["_source_line"] is None
         assert "the header has 21000 columns, more than the 20480" in error["error"], error["error"]
     assert sorted((r["c0"], r["c1"]) for r in read_table(target)) == [(1, "x"), (2, "z")]
+
+
+# ------------------------------------------------------------------------- whole-file formats
+
+
+def _varint(n: int) -> bytes:
+    """Avro's zig-zag varint of a long."""
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def _avro(rows: int, codec: str = "null") -> bytes:
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    sink = io.BytesIO()
+    fastavro.writer(sink, fastavro.parse_schema(schema), [{"id": n} for n in range(rows)], codec=codec)
+    return sink.getvalue()
+
+
+def _orc(rows: int) -> bytes:
+    sink = io.BytesIO()
+    orc.write_table(pa.table({"id": pa.array(range(rows), pa.int64())}), sink)
+    return sink.getvalue()
+
+
+def _lying_avro_files() -> dict[str, bytes]:
+    good = _avro(50)
+    block = good.index(good[-16:]) + 16  # the first data block follows the header's sync marker
+    count = len(_varint(50))
+    size = next(i for i in range(block + count, len(good)) if good[i] < 0x80) + 1  # the size varint's end
+    return {
+        # the block claims 2^50 records: reading stops at the object's end
+        "count.avro": good[:block] + _varint(1 << 50) + good[block + count :],
+        # the header names a codec the blocks were not written with
+        "codec.avro": good.replace(b"\x08null", b"\x0edeflate", 1),
+        # the block's byte size points past the object's end
+        "size.avro": good[: block + count] + _varint(1 << 40) + good[size:],
+        "cut.avro": _avro(5000)[:-700],
+    }
+
+
+_BOMB = (
+    b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "' + b"a" * 64 + b'">'
+    + b"".join(f'<!ENTITY {c} "{("&" + p + ";") * 10}">'.encode() for p, c in zip("abcdefgh", "bcdefghi"[:8],
+                                                                                    strict=True))
+    + b"]><r><row><v>&i;</v></row></r>"
+)
+
+
+def test_lying_avro_cut_orc_and_xml_bombs_become_one_error_row_each_and_good_files_land(
+    make_stack, s3, spark, tmp_path
+):
+    stack = make_stack()
+    put = lambda key, body: s3.put_object(Bucket=stack.bucket, Key=key, Body=body)  # noqa: E731
+    put("a/good.avro", _avro(20, codec="deflate"))
+    lying = _lying_avro_files()
+    for name, body in lying.items():
+        put(f"a/{name}", body)
+    whole = _orc(3000)
+    put("o/good.orc", whole)
+    orc_cuts = {"cut-footer.orc": whole[:-10], "cut-half.orc": whole[: len(whole) // 2], "empty.orc": b""}
+    for name, body in orc_cuts.items():
+        put(f"o/{name}", body)
+    put("x/good.xml", b"<r><row><v>1</v></row><row><v>2</v></row></r>")
+    xml_bad = {
+        "bomb.xml": _BOMB,  # 10^8 "a"s x 64 if expanded
+        "external.xml": b'<!DOCTYPE r [<!ENTITY e SYSTEM "file:///etc/passwd">]><r><row><v>&e;</v></row></r>',
+        "quadratic.xml": b'<!DOCTYPE r [<!ENTITY q "' + b"q" * 100_000 + b'">]><r><row><v>'
+        + b"&q;" * 1000 + b"</v></row></r>",
+    }
+    for name, body in xml_bad.items():
+        put(f"x/{name}", body)
+    capture(stack)
+    a, o, x = (str(tmp_path / t) for t in "aox")
+    settings = settings_for(stack, {
+        "a": target_conf("a", a, "avro", key__prefix="a/"),
+        "o": target_conf("o", o, "orc", key__prefix="o/"),
+        "x": target_conf("x", x, "xml", key__prefix="x/", reader__options="rowTag=row"),
+    })
+
+    totals = run_ingest(settings, once=True, spark=spark)
+
+    assert not totals.failed, totals.failed
+    for target, good, bad in ((a, "good.avro", lying), (o, "good.orc", orc_cuts), (x, "good.xml", xml_bad)):
+        rows = Counter(r["_source_file"].rsplit("/", 1)[-1] for r in read_table(target))
+        assert rows == {good: {"good.avro": 20, "good.orc": 3000, "good.xml": 2}[good]}, rows
+        errors = {e["_source_file"].rsplit("/", 1)[-1]: e["error"] for e in read_table(target + "_errors")}
+        assert set(errors) == set(bad) and all(errors.values()), errors
+    xml_errors = read_table(x + "_errors")
+    assert all("entity expansion is off" in e["error"] for e in xml_errors), xml_errors

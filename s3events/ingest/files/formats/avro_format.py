@@ -129,6 +129,12 @@ def spark_form(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _zero_width(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return all(_zero_width(f.type) for f in t)
+    return pa.types.is_null(t)
+
+
 def _has_uuid(schema: Any) -> bool:
     return '"uuid"' in str(schema).replace("'", '"')
 
@@ -157,6 +163,8 @@ def _open(file: FileRef, obj: S3Object) -> tuple[Any, pa.Schema]:
         raise ObjectReadError(file.uri, f"not a readable Avro file: {type(exc).__name__}: {exc}") from exc
     if not pa.types.is_struct(built):
         raise ObjectReadError(file.uri, f"the Avro schema is {built}, not a record")
+    if _zero_width(built):  # a lying block count would have fastavro make records of no bytes forever
+        raise ObjectReadError(file.uri, "Avro records of no bytes (every field null) are not read")
     return records, pa.schema(list(built))
 
 
