@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
+from s3events.config.column_types import ColumnTypesType, NamedGroupsPattern
 from s3events.config.registry import NAME_PATTERN, Key, Registry, SettingsView
 from s3events.config.value_types import (
     BoolType,
@@ -96,6 +97,10 @@ __all__ = [
     "TARGET_IGNORE_PREFIX",
     "TARGET_IGNORE_SUBSTRING",
     "TARGET_JSON_FAST_PATH",
+    "TARGET_KEY_COLUMNS",
+    "TARGET_KEY_COLUMNS_REQUIRED",
+    "TARGET_KEY_COLUMN_TYPES",
+    "TARGET_KEY_PATTERN",
     "TARGET_KEY_PREFIX",
     "TARGET_MAX_BYTES_PER_BATCH",
     "TARGET_MAX_FILES_PER_BATCH",
@@ -600,6 +605,35 @@ TARGET_PARTITION_BY: Key[tuple[str, ...]] = _target(
     type=_COLUMNS,
     default=(),
     doc="Columns the target table is partitioned by, applied when the table is created.",
+)
+TARGET_KEY_PATTERN: Key[str | None] = _target(
+    "key.pattern",
+    type=NamedGroupsPattern(),
+    doc="A regular expression searched in each object's decoded key; its named groups become columns, "
+    "e.g. ^events/(?P<year>\\d{4})/(?P<month>\\d{2})/ (Java's (?<name>...) too; a .properties file "
+    "needs \\\\d for \\d). A record field of the same name wins where it has a value.",
+)
+TARGET_KEY_COLUMNS: Key[tuple[str, ...]] = _target(
+    "key.columns",
+    type=_COLUMNS,
+    default=(),
+    doc="Columns taken from Hive-style name=value folders of each object's key (%XX escapes undone as "
+    "Spark's partition discovery does), e.g. dt,region. A record field of the same name wins where it "
+    "has a value.",
+)
+TARGET_KEY_COLUMN_TYPES: Key[Mapping[str, str]] = _target(
+    "key.column.types",
+    type=ColumnTypesType(),
+    default=_NO_OPTIONS,
+    doc="Types of the key columns (key.pattern groups, key.columns), e.g. year INT, dt DATE; the others "
+    "are STRING. An object whose value does not cast is one error row and nothing else.",
+)
+TARGET_KEY_COLUMNS_REQUIRED: Key[bool] = _target(
+    "key.columns.required",
+    type=BoolType(),
+    default=False,
+    doc="true = an object whose key does not match key.pattern, or lacks a key.columns folder, is one "
+    "error row and nothing else; false = its key columns are null.",
 )
 TARGET_MAX_FILES_PER_BATCH: Key[int] = _target(
     "max.files.per.batch",

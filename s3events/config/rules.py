@@ -5,6 +5,7 @@ rules, constraints that involve more than one key. Rules read values through `Va
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -86,6 +87,24 @@ def _xml_needs_row_tag(settings: Values) -> None:
             )
 
 
+def _key_column_types_name_key_columns(settings: Values) -> None:
+    for target in settings.targets:
+        pattern = settings.get_for(target, keys.TARGET_KEY_PATTERN)
+        named = {
+            *(re.compile(pattern).groupindex if pattern else ()),
+            *settings.get_for(target, keys.TARGET_KEY_COLUMNS),
+        }
+        known = ", ".join(sorted(named)) or "none"
+        for name in settings.get_for(target, keys.TARGET_KEY_COLUMN_TYPES):
+            if name not in named:
+                raise ConfigError(
+                    keys.TARGET_KEY_COLUMN_TYPES.concrete(target),
+                    f"types column {name!r}, which is neither a named group of "
+                    f"{keys.TARGET_KEY_PATTERN.concrete(target)} nor listed in "
+                    f"{keys.TARGET_KEY_COLUMNS.concrete(target)}; key columns: {known}",
+                )
+
+
 def _backfill_interval_needs_sources(settings: Values) -> None:
     if settings.get(keys.BACKFILL_INTERVAL_SECONDS) > 0 and not settings.get(keys.BACKFILL_SOURCES):
         raise ConfigError(
@@ -134,6 +153,7 @@ RULES: tuple[Rule, ...] = (
     Rule("distinct table paths", frozenset(keys.COMMANDS), _distinct_table_paths),
     Rule("merge needs record.key", frozenset({"ingest"}), _merge_needs_record_key),
     Rule("deletes need a merge target", frozenset({"ingest"}), _deletes_need_a_merge_target),
+    Rule("key column types name key columns", frozenset({"ingest"}), _key_column_types_name_key_columns),
     Rule("backfill interval needs sources", frozenset({"capture"}), _backfill_interval_needs_sources),
     Rule("xml needs rowTag", frozenset({"ingest"}), _xml_needs_row_tag),
 )

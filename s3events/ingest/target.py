@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from s3events.config import Settings, keys
 from s3events.ingest.deletes import DeleteRule
+from s3events.ingest.files.key_columns import KeyColumns
 from s3events.ingest.model import Limits
 from s3events.ingest.plan import Route
 
@@ -33,6 +33,7 @@ class TargetSpec:
     ordering_field: str | None = None
     delete: DeleteRule | None = None  # merge mode's record deletes (delete.field)
     partition_by: tuple[str, ...] = ()
+    key_columns: KeyColumns | None = None  # columns from the object key (key.pattern, key.columns)
     on_missing_object: keys.OnMissingObject = "skip"
     on_object_removed: keys.OnObjectRemoved = "ignore"
     transform_sql: str | None = None  # the transform.sql value (transform.TransformSpec reads both)
@@ -54,14 +55,17 @@ class TargetSpec:
         return f"s3events.ingest/{self.name}"
 
 
-def key_path_pattern(column: str) -> str:
-    """The regex (Java and Python alike) whose group 1 is `column`'s value in a key path `.../col=v/...`."""
-    return rf"(?:^|/){re.escape(column)}=([^/]+)/"
-
-
-def key_path_value(uri: str, column: str) -> str | None:
-    found = re.search(key_path_pattern(column), uri)
-    return found.group(1) if found else None
+def _key_columns(settings: Settings, name: str) -> KeyColumns | None:
+    pattern = settings.get_for(name, keys.TARGET_KEY_PATTERN)
+    hive = settings.get_for(name, keys.TARGET_KEY_COLUMNS)
+    if not pattern and not hive:
+        return None
+    return KeyColumns(
+        pattern=pattern,
+        hive=hive,
+        types=tuple(settings.get_for(name, keys.TARGET_KEY_COLUMN_TYPES).items()),
+        required=settings.get_for(name, keys.TARGET_KEY_COLUMNS_REQUIRED),
+    )
 
 
 def _delete_rule(settings: Settings, name: str) -> DeleteRule | None:
@@ -112,6 +116,7 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 ordering_field=settings.get_for(name, keys.TARGET_ORDERING_FIELD),
                 delete=_delete_rule(settings, name),
                 partition_by=settings.get_for(name, keys.TARGET_PARTITION_BY),
+                key_columns=_key_columns(settings, name),
                 on_missing_object=settings.get_for(name, keys.TARGET_ON_MISSING_OBJECT),
                 on_object_removed=settings.get_for(name, keys.TARGET_ON_OBJECT_REMOVED),
                 transform_sql=settings.get_for(name, keys.TARGET_TRANSFORM_SQL),

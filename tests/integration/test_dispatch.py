@@ -119,21 +119,24 @@ def _encode(draw: st.DrawFn, text: str) -> bytes:
 # -- one batch, read both ways ----------------------------------------------------------------------------
 
 
-def _target(fmt: str, path: Path, *, fast: bool) -> TargetSpec:
+def _target(fmt: str, path: Path, *, fast: bool, extra: dict[str, str] | None = None) -> TargetSpec:
     conf = [
         "s3events.ingest.targets=t",
         f"s3events.ingest.target.t.path={path}",
         f"s3events.ingest.target.t.format={fmt}",
         f"s3events.ingest.target.t.{fmt}.fast.path={str(fast).lower()}",
+        *(f"s3events.ingest.target.t.{k}={v}" for k, v in (extra or {}).items()),
     ]
     [spec] = target_specs(load_settings(None, conf))
     return spec
 
 
-def _put(s3: Any, bucket: str, prefix: str, bodies: list[bytes], suffix: str) -> tuple[FileRef, ...]:
+def _put(
+    s3: Any, bucket: str, prefix: str, bodies: list[bytes], suffix: str, folders: list[str] | None = None
+) -> tuple[FileRef, ...]:
     refs = []
     for i, body in enumerate(bodies):
-        key = f"{prefix}/f{i}{suffix}"
+        key = f"{prefix}/{folders[i] + '/' if folders else ''}f{i}{suffix}"
         compressed = i % 2 == 1
         if compressed:
             key, body = key + ".gz", gzip.compress(body)
@@ -159,10 +162,18 @@ def _bucket(s3: Any) -> str:
 
 
 def _both_paths(
-    spark: Any, s3: Any, aws_options: aws.AwsOptions, root: Path, fmt: str, bodies: list[bytes]
+    spark: Any,
+    s3: Any,
+    aws_options: aws.AwsOptions,
+    root: Path,
+    fmt: str,
+    bodies: list[bytes],
+    *,
+    folders: list[str] | None = None,
+    extra: dict[str, str] | None = None,
 ) -> None:
     run, bucket = next(_RUNS), _bucket(s3)
-    refs = _put(s3, bucket, f"{fmt}/{run}", bodies, f".{'json' if fmt == 'json' else 'csv'}")
+    refs = _put(s3, bucket, f"{fmt}/{run}", bodies, f".{'json' if fmt == 'json' else 'csv'}", folders)
     batch = Batch(refs, (), Checkpoint(-1), Checkpoint(0))
     outs = {}
     for fast in (True, False):
@@ -171,7 +182,7 @@ def _both_paths(
             run_batch(
                 spark,
                 batch,
-                _target(fmt, path, fast=fast),
+                _target(fmt, path, fast=fast, extra=extra),
                 existing_schema=None,
                 aws=aws_options,
                 ingested_at=INGESTED_AT,
@@ -209,3 +220,42 @@ def test_json_files_give_the_same_rows_and_error_rows_on_either_path(
 @given(bodies=csv_files())
 def test_csv_files_give_the_same_rows_and_error_rows_on_either_path(s3, aws_options, spark, tmp_path, bodies):
     _both_paths(spark, s3, aws_options, tmp_path, "csv", bodies)
+
+
+# -- columns from the object key ---------------------------------------------------------------------------
+
+_KEY_FOLDERS = st.tuples(
+    st.sampled_from(["2026", "20x6", "0007"]),  # key.pattern's `year` (INT): 20x6 does not cast
+    st.sampled_from(
+        ["dt=2026-11-27", "dt=2026-02-30", "dt=", "dt=__HIVE_DEFAULT_PARTITION__", "dt=2026-1-2"]
+    ),
+    st.sampled_from(["region=e%75", "region=us", "other=1"]),  # %75 is u: Spark unescapes folder values
+).map("/".join)
+_KEYED_LINE = st.one_of(
+    st.dictionaries(st.sampled_from(["id", "dt", "region"]), _SCALAR, max_size=3).map(json.dumps),
+    st.sampled_from(["", "not json"]),
+)
+KEY_CONF = {
+    "key.pattern": r"^[^/]+/\d+/(?<year>[^/]+)/",
+    "key.columns": "dt,region",
+    "key.column.types": "year INT, dt DATE",
+}
+
+
+@settings(_SETTINGS, max_examples=6)
+@given(
+    files=st.lists(
+        st.tuples(
+            _KEY_FOLDERS, st.lists(_KEYED_LINE, max_size=5).map(lambda ls: ("\n".join(ls) + "\n").encode())
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    required=st.booleans(),
+)
+def test_key_columns_give_the_same_rows_and_error_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, files, required
+):
+    conf = {**KEY_CONF, "key.columns.required": str(required).lower()}
+    folders, bodies = [f for f, _ in files], [b for _, b in files]
+    _both_paths(spark, s3, aws_options, tmp_path, "json", bodies, folders=folders, extra=conf)

@@ -64,6 +64,7 @@ def test_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
             "json",
             key__prefix="in/",
             partition__by="dt",
+            key__columns="dt",
             json__fast__path=str(name == "fast").lower(),
         )
         for name in ("fast", "lines")

@@ -214,7 +214,7 @@ def run_both(
             str(tmp_path / name),
             fmt,
             key__prefix=f"{fmt}/",
-            **({"partition__by": partition_by} if partition_by else {}),
+            **({"partition__by": partition_by, "key__columns": partition_by} if partition_by else {}),
             **{f"{fmt}__fast__path": str(name == "fast").lower()},
             **driver_read,
             **extra,

@@ -118,7 +118,16 @@ def test_append_target_partitioned_by_key_path_fields_evolving_with_an_error_tab
     capture(stack)
     target = str(tmp_path / "t")
     settings = settings_for(
-        stack, {"t": {"path": target, "format": "json", "key.prefix": "in/", "partition.by": "src,day"}}
+        stack,
+        {
+            "t": {
+                "path": target,
+                "format": "json",
+                "key.prefix": "in/",
+                "partition.by": "src,day",
+                "key.columns": "src,day",
+            }
+        },
     )
     run_ingest(settings, once=True, spark=spark)
     first = DeltaTable(target).version()

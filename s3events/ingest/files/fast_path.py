@@ -80,7 +80,7 @@ def run_fast(
         existing,
         parser.known,
         [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]],
-        target.partition_by,
+        target.key_columns.names if target.key_columns is not None else (),
         sort_new=parser.new_columns_sorted,
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
@@ -128,6 +128,7 @@ def _run_tasks(
         ordering_field=target.ordering_field,
         marker=target.delete.field if target.delete is not None else None,
         stage=not in_driver,
+        key_columns=target.key_columns,
     )
     if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))
@@ -228,7 +229,7 @@ def _table_schema(
     existing: pa.Schema | None,
     known: pa.Schema,
     written: list[pa.Schema],
-    partition_by: tuple[str, ...],
+    keyed: tuple[str, ...],
     *,
     sort_new: bool = True,
 ) -> pa.Schema | None:
@@ -251,8 +252,8 @@ def _table_schema(
             return None
     names = {f.name for f in base}
     new = [n for n in resolved if n not in names and n not in FIXED]  # in the files' order
-    if sort_new:  # partition columns the records lack were appended to them: they stay last
-        new = sorted(n for n in new if n not in partition_by) + [n for n in partition_by if n in new]
+    if sort_new:  # key columns the records lack were appended to them: they stay last
+        new = sorted(n for n in new if n not in keyed) + [n for n in keyed if n in new]
     tail = [] if INGESTED_AT in names else [pa.field(INGESTED_AT, TIMESTAMP)]
     fields = [*base, *[pa.field(n, resolved[n]) for n in new], *tail]
     return pa.schema([f.with_nullable(True) for f in fields])

@@ -29,6 +29,7 @@ from s3events.infra.parquet_files import (
 )
 from s3events.ingest.files import latest_rows, post_parse
 from s3events.ingest.files.formats.base import FileDeclined, FileParser, ParsedFile
+from s3events.ingest.files.key_columns import KeyColumns
 from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.merge_input import TYPE_ERRORS
@@ -75,6 +76,7 @@ def fast_task(
     ordering_field: str | None = None,
     marker: str | None = None,
     stage: bool = False,
+    key_columns: KeyColumns | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
     file and per CSV header line seen. Merge mode (`record_key`): what is written is each flush's
@@ -96,14 +98,16 @@ def fast_task(
         marker=marker,
         stage=stage,
     )
-    finish = partial(post_parse.finish, partition_by=partition_by, ingested_at=ingested_at)
+    finish = partial(post_parse.finish, key_columns=key_columns, ingested_at=ingested_at)
     remove = partial(remove_data_files, table_uri, options=aws)
     with ThreadPoolExecutor(max_workers=_FETCH_AHEAD_MAX, thread_name_prefix="s3events-fetch") as pool:
         for ref, fetched in _fetched_ahead(pool, refs, aws):
+            # A key that gives no columns is the line path's to record as an error row.
+            unkeyed = key_columns.failure(ref.key) if key_columns is not None else None
             parsed = (
                 parser.parse(fetched.data, ref, fetched.etag, hints)
-                if fetched.data is not None
-                else ParsedFile(None, fetched.reason)
+                if fetched.data is not None and unkeyed is None
+                else ParsedFile(None, unkeyed or fetched.reason)
             )
             if parsed.header is not None:
                 headers.add(parsed.header)

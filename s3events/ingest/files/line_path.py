@@ -80,11 +80,15 @@ def run_line_path(
         cached.append(lines.persist(StorageLevel.MEMORY_AND_DISK))
         good, bad = _parse_lines(spark, cached[0], target, existing_schema, cached)
     try:
-        good = post_parse.finish_rows(
-            good, partition_by=target.partition_by, ingested_at=ingested_at, existing=existing_schema
-        )
+        unkeyed = post_parse.key_failures(files, target.key_columns)
+        if target.key_columns is not None:
+            good, bad = post_parse.with_key_rows(good, bad, files, target.key_columns, unkeyed)
+        good = post_parse.finish_rows(good, ingested_at=ingested_at, existing=existing_schema)
         schema = arrow_schema(good.schema)
         errors, failed = post_parse.error_rows(bad, ingested_at)
+        if unkeyed:
+            errors = pa.concat_tables([errors, post_parse.key_error_rows(files, unkeyed, ingested_at)])
+            failed.update(unkeyed)
         out = ReadOutput(schema=schema, errors=errors, failed_files=failed)
         if target.mode == "merge":
             latest = post_parse.latest_per_key(good, target)

@@ -37,9 +37,10 @@ def lineage_columns(file: FileRef, etag: str | None, first: int | None, n: int) 
         pa.repeat(pa.scalar(file.uri, pa.string()), n),
         pa.repeat(pa.scalar(etag, pa.string()), n),
         lines,
-        pa.repeat(pa.scalar(_event_time(file), TIMESTAMP), n),
+        pa.repeat(pa.scalar(event_time(file), TIMESTAMP), n),
     ]
 
 
-def _event_time(file: FileRef) -> datetime:
+def event_time(file: FileRef) -> datetime:
+    """The event time of `file`, in UTC (a naive time is taken as UTC)."""
     return file.event_time if file.event_time.tzinfo else file.event_time.replace(tzinfo=UTC)

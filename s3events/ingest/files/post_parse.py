@@ -1,8 +1,9 @@
 """The post-parse stage: from a format's parsed rows (lineage + data columns) to the rows a target
 receives, for both paths. Each rule is stated once here:
 
-- key partitions: a partition column the records lack (or leave null, as strings) is filled from the
-  key path (`.../dt=2026-11-22/...`, `target.key_path_pattern`, one regex for Java and Python);
+- key columns (`key.pattern`, `key.columns`): the values `key_columns` takes from each object's key,
+  added to its rows (a record field of the same name wins where it has a value); an object whose key
+  fails is one whole-file error row (`key_failures`);
 - `_ingested_at` follows the data columns, one timestamp for the whole batch;
 - schema alignment: the table's columns first, in its order (absent ones as typed nulls), then new ones;
 - error rows: ERROR_SCHEMA, with the batch's `_ingested_at`; a row without a line number is a whole-file
@@ -29,9 +30,12 @@ from pyspark.sql.window import Window
 
 from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.files import latest_rows
-from s3events.ingest.files.lineage import INGESTED_AT, TIMESTAMP
+from s3events.ingest.files.key_columns import KeyColumns, object_key, with_key_columns
+from s3events.ingest.files.line_parse import arrow_schema
+from s3events.ingest.files.lineage import INGESTED_AT, TIMESTAMP, event_time
 from s3events.ingest.files.merge_input import MergeInput, conform
-from s3events.ingest.target import TargetSpec, key_path_pattern, key_path_value
+from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
 from s3events.ingest.target_table import ERROR_SCHEMA
 
 __all__ = ["ERROR_SCHEMA", "ReadOutput", "both_paths_latest", "error_rows", "finish", "finish_rows"]
@@ -54,40 +58,73 @@ class ReadOutput:
 # -- Arrow: one file's rows in a fast-path task ----------------------------------------------------------
 
 
-def finish(table: pa.Table, uri: str, *, partition_by: tuple[str, ...], ingested_at: datetime) -> pa.Table:
-    """Partition columns from the key path where the records lack them, and the ingestion time."""
-    n = table.num_rows
-    for name in partition_by:
-        value = pa.repeat(pa.scalar(key_path_value(uri, name), pa.string()), n)
-        if name not in table.column_names:
-            table = table.append_column(name, value)
-        else:
-            index = table.column_names.index(name)
-            column = table.column(index)
-            if pa.types.is_null(column.type):
-                table = table.set_column(index, name, value)
-            elif pa.types.is_string(column.type):
-                table = table.set_column(index, name, pc.coalesce(column, value))
-    return table.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, TIMESTAMP), n))
+def finish(table: pa.Table, uri: str, *, key_columns: KeyColumns | None, ingested_at: datetime) -> pa.Table:
+    """The key's columns (`key_columns.with_key_columns`) and the ingestion time."""
+    if key_columns is not None:
+        table = with_key_columns(table, key_columns, object_key(uri))
+    return table.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, TIMESTAMP), table.num_rows))
 
 
 # -- Spark: the line path's rows -------------------------------------------------------------------------
 
 
-def finish_rows(
-    rows: DataFrame, *, partition_by: tuple[str, ...], ingested_at: datetime, existing: pa.Schema | None
-) -> DataFrame:
-    """`finish` over Spark rows of many files, then aligned to the table's schema."""
-    types = dict(rows.dtypes)
-    for name in partition_by:
-        value = F.regexp_extract("_source_file", key_path_pattern(name), 1)
-        from_key = F.when(value == "", F.lit(None)).otherwise(value)
-        if name not in types:
-            rows = rows.withColumn(name, from_key)
-        elif types[name] == "string":  # a column the table already has, absent from these records
-            rows = rows.withColumn(name, F.coalesce(F.col(f"`{name}`"), from_key))
+def finish_rows(rows: DataFrame, *, ingested_at: datetime, existing: pa.Schema | None) -> DataFrame:
+    """The ingestion time, then the rows aligned to the table's schema."""
     rows = rows.withColumn(INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
     return _aligned(rows, existing)
+
+
+def key_failures(files: tuple[FileRef, ...], key_columns: KeyColumns | None) -> dict[str, str]:
+    """uri -> why the object's key gives it no rows (`KeyColumns.failure`)."""
+    if key_columns is None:
+        return {}
+    failures = {f.uri: key_columns.failure(f.key) for f in files}
+    return {uri: f"key: {why}" for uri, why in failures.items() if why is not None}
+
+
+def with_key_rows(
+    good: DataFrame,
+    bad: DataFrame,
+    files: tuple[FileRef, ...],
+    key_columns: KeyColumns,
+    failed: dict[str, str],
+) -> tuple[DataFrame, DataFrame]:
+    """`with_key_columns` over Spark rows of many files: each file's one-row key table (computed here, as
+    a fast-path task computes it) joined to its rows. Files in `failed` keep no rows and no error rows
+    (their key's error row stands for them)."""
+    types = arrow_schema(good.schema)
+    record = {n: types.field(n).type for n in key_columns.names if n in types.names}
+    kept = [f for f in files if f.uri not in failed]
+    names = key_columns.names
+    schema = pa.schema([pa.field(n, record.get(n, key_columns.declared(n))) for n in names])
+    table = pa.concat_tables([key_columns.row(f.key, record) for f in kept] or [schema.empty_table()])
+    table = table.rename_columns([f"__key_{n}" for n in names])
+    table = table.add_column(0, "_source_file", pa.array([f.uri for f in kept], pa.string()))
+    keyed = good.join(F.broadcast(good.sparkSession.createDataFrame(table)), "_source_file")
+    own = [
+        F.coalesce(F.col(f"`{c}`"), F.col(f"`__key_{c}`")).alias(c) if c in record else F.col(f"`{c}`")
+        for c in good.columns
+    ]
+    added = [F.col(f"`__key_{n}`").alias(n) for n in names if n not in good.columns]
+    if failed:
+        bad = bad.where(~F.col("_source_file").isin(list(failed)))
+    return keyed.select(*own, *added), bad
+
+
+def key_error_rows(files: tuple[FileRef, ...], failed: dict[str, str], ingested_at: datetime) -> pa.Table:
+    """One whole-file error row (ERROR_SCHEMA) per object in `failed`."""
+    rows = [
+        {
+            "_source_file": f.uri,
+            "_source_etag": f.etag,
+            "error": failed[f.uri],
+            "_event_time": event_time(f),
+            "_ingested_at": ingested_at,
+        }
+        for f in files
+        if f.uri in failed
+    ]
+    return pa.Table.from_pylist(rows, schema=ERROR_SCHEMA)
 
 
 def _aligned(rows: DataFrame, existing: pa.Schema | None) -> DataFrame:

@@ -1,7 +1,7 @@
 """Step 2 for a target with a SQL transform (`ingest/files/transform.py`): the batch's files are read by the
 same paths as any batch (fast and line, `dispatch.run_batch`) into a scratch directory under the
 target's staging prefix, never committed; those rows are `src`; the transform's rows, shaped by the
-post-parse stage (key partitions, `_ingested_at`, the table's column order), are written by the
+post-parse stage (`_ingested_at`, the table's column order), are written by the
 executors into the target or reduced per record key for a MERGE. The scratch files are removed after.
 
 A file whose rows make the transform fail at run time is found by halving the batch's files until it
@@ -94,9 +94,7 @@ class _Job:
     def run(self, files: list[str]) -> tuple[list[WrittenFile], list[pa.Table]]:
         src = self._src().where(F.col("_source_file").isin(files))
         out = self.transform.frame_of(src)
-        shaped = post_parse.finish_rows(
-            out, partition_by=self.target.partition_by, ingested_at=self.ingested_at, existing=self.existing
-        )
+        shaped = post_parse.finish_rows(out, ingested_at=self.ingested_at, existing=self.existing)
         schema = arrow_schema(shaped.schema)
         missing = [c for c in (*self.target.record_key, *self.target.partition_by) if c not in schema.names]
         if missing:
@@ -149,9 +147,7 @@ class _Job:
     def _schema_only(self) -> pa.Schema:
         """The target's schema after a batch none of whose rows were written (no Spark job)."""
         out = self.transform.frame_of(self._src().limit(0))
-        shaped = post_parse.finish_rows(
-            out, partition_by=self.target.partition_by, ingested_at=self.ingested_at, existing=self.existing
-        )
+        shaped = post_parse.finish_rows(out, ingested_at=self.ingested_at, existing=self.existing)
         return arrow_schema(shaped.schema)
 
 
