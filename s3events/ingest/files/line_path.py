@@ -58,7 +58,6 @@ _LINE_PARSERS = {
 }
 
 
-
 def run_line_path(
     spark: SparkSession,
     files: tuple[FileRef, ...],
@@ -117,7 +116,6 @@ def _read_lines_partition(
 ) -> Iterator[pa.RecordBatch]:
     for ref in refs:
         yield from read_lines(ref, aws) if split is None else records.read_records(ref, aws, split=split)
-
 
 
 def _parse_lines(
