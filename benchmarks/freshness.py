@@ -1,9 +1,8 @@
 """Freshness: PUT -> row visible in the metadata table, and PUT -> row visible in the target table.
 
     .venv/bin/python benchmarks/freshness.py [--rates 1,10,100] [--seconds 30] [--rounds 3] [--sync 1]
-    .venv/bin/python benchmarks/freshness.py --sqs elasticmq --rates 100 --seconds 20 --rounds 1
-    .venv/bin/python benchmarks/freshness.py --s3 gofakes3 --sqs elasticmq --rates 100,200,300 \
-        --seconds 300 --rounds 1
+    .venv/bin/python benchmarks/freshness.py --s3 gofakes3 --sqs elasticmq --rates 100,200,300 --rounds 1 \
+        --seconds 300 --drain 180
 
 Both processes run continuously, as an operator runs them: the real console script in two child
 processes, `s3events capture --continuous` and `s3events ingest --continuous`, each with
@@ -52,9 +51,8 @@ servers and this process (the PUTs and notifications); the PUT rate held; files 
 (batch); and the backlog over time, files PUT and not yet in the target every `--backlog-every`
 seconds, computed afterwards from the PUT and commit times.
 
-Per round and rate it prints p50/p99 of both; at the end the medians over rounds, the load average
-during each phase (other work on a shared machine moves these figures) and where the children's logs are
-(with `--keep`).
+Per round and rate it prints p50/p99 of both; at the end the medians over rounds and the load average
+during each phase (other work on a shared machine moves these figures).
 """
 
 from __future__ import annotations
@@ -144,18 +142,30 @@ def put_at_rate(
     return done
 
 
-def wait_for(uris: set[str], watches: list[TableWatch], *, timeout: float, children: list[Any]) -> None:
+def wait_for(
+    uris: set[str],
+    watches: list[TableWatch],
+    *,
+    timeout: float,
+    children: list[Any],
+    fall_behind: bool = False,
+) -> set[str]:
+    """Until every object of `uris` is in the last watch's table; the ones still missing after `timeout`
+    seconds are returned with `fall_behind` (a sustained rate the services did not keep up with),
+    otherwise the run stops."""
     deadline = time.monotonic() + timeout
     while True:
         for watch in watches:
             watch.refresh()
         missing = [u for u in uris if u not in watches[-1].seen]
         if not missing:
-            return
+            return set()
         for child in children:
             if child.poll() is not None:
                 raise SystemExit(f"a child exited with code {child.returncode}; see its log")
         if time.monotonic() > deadline:
+            if fall_behind:
+                return set(missing)
             raise SystemExit(f"{len(missing)} files not in the target after {timeout:.0f}s: {missing[:3]}")
         time.sleep(0.5)
 
@@ -208,6 +218,7 @@ def stop_child(child: subprocess.Popen[bytes]) -> None:
 
 
 def summary(phases: list[Phase], rates: list[float], run: Run, args: argparse.Namespace) -> None:
+    rates = [r for r in rates if any(p.rate == r for p in phases)]  # a phase that fell behind ends a run
     print()
     print(
         f"{'rate':>8} {'rounds':>6} | {'PUT->metadata p50':>17} {'p99':>6} "
@@ -233,6 +244,7 @@ def summary(phases: list[Phase], rates: list[float], run: Run, args: argparse.Na
             "sqs": args.sqs,
             "s3": args.s3,
             "sync": args.sync,
+            "drain": args.drain,
         }
         figures = {"files": sum(p.files for p in mine), "metadata_p50_s": round(mp50, 3)}
         figures |= {
@@ -276,6 +288,13 @@ def parse_args() -> argparse.Namespace:
         choices=("moto", "gofakes3"),
         default="moto",
         help="the landing bucket's S3: moto_server, or gofakes3 (needs --sqs elasticmq: it notifies no one)",
+    )
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=300.0,
+        help="seconds after a phase's last PUT for every file to be in the target; a phase still short "
+        "then is recorded as fallen behind and ends the run",
     )
     parser.add_argument(
         "--backlog-every", type=float, default=10.0, help="seconds between the backlog figures printed"
@@ -335,10 +354,14 @@ def main() -> int:
                     load0, started = os.getloadavg()[0], time.time()
                     with Usage(roles) as usage:
                         put = put_at_rate(s3, f"r{round_no}/rate{rate:g}", rate, args.seconds, n, notifier)
-                        wait_for(set(put), [meta, target], timeout=300 + args.seconds, children=children)
+                        missing = wait_for(
+                            set(put), [meta, target], timeout=args.drain, children=children, fall_behind=True
+                        )
                     n += len(put)
-                    phase = measure(put, meta, target, rate, (load0, os.getloadavg()[0]))
+                    arrived = {u: t for u, t in put.items() if u not in missing and u in meta.seen}
+                    phase = measure(arrived, meta, target, rate, (load0, os.getloadavg()[0]))
                     phase.cores, phase.cpu_seconds = usage.cores(), usage.seconds
+                    phase.files, phase.missing = len(put), len(put) - len(arrived)
                     sustained(phase, put, target, started, args.backlog_every)
                     phases.append(phase)
                     print(
@@ -350,6 +373,16 @@ def main() -> int:
                         f"| load {load0:.2f}\n{sustained_text(phase)}",
                         flush=True,
                     )
+                    if phase.missing:
+                        print(
+                            f"  fell behind: {phase.missing} of {len(put)} files not in the target "
+                            f"{args.drain:.0f} s after the PUTs; the higher rates are not run",
+                            flush=True,
+                        )
+                        break
+                else:
+                    continue
+                break
             for child in children:
                 stop_child(child)
         summary(phases, rates, run, args)

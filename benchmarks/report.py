@@ -265,9 +265,15 @@ def sustained_cells(r: Record) -> list[str]:
     )
     step = max(1, len(f["backlog_files"]) // 12)  # about a dozen points of the series
     shown = f["backlog_files"][::step]
+    latency = f"{s(f['target_p50_s'])} / {s(f['target_p99_s'])}"
+    if f.get("files_missing"):
+        latency = (
+            f"fell behind: {f['files_missing']:,} of {f['files']:,} files not in the target "
+            f"{r['params'].get('drain', 300):g} s after the PUTs (of the rest: {latency})"
+        )
     return [
         f"{rate:g} files/s for {r['params']['seconds']:g} s (held {f['put_rate_per_s']:g}/s)",
-        f"{s(f['target_p50_s'])} / {s(f['target_p99_s'])}",
+        latency,
         f"{f['capture_cpu_cores']:.2f} / {f['ingest_cpu_cores']:.2f} ({servers}){per_file}",
         f"{f['files_per_batch_p50']:g} / {f['files_per_batch_max']:,}",
         f"max {f['backlog_max_files']:,}; every {f['backlog_every_s'] * step:g} s: "
@@ -314,12 +320,19 @@ def merge_cells(r: Record) -> list[str]:
 def long_run_cells(r: Record) -> list[str]:
     f = r["figures"]
     ingest = "-" if f.get("ingest_p50_ms") is None else f"{f['ingest_p50_ms']:.0f} ms"
+    counted = "-"
+    if f.get("s3_requests_per_commit") is not None:
+        counted = f"{f['s3_requests_per_commit']:g} ({f['keys_listed_per_commit']:g} keys listed)"
+        if f.get("s3_requests_per_ingest_step") is not None:
+            counted += f"; ingest step {f['s3_requests_per_ingest_step']:g}"
     return [
         r["case"],
         f"{f['capture_p50_ms']:.0f} / {f['capture_p99_ms']:.0f} ms",
         ingest,
         f"{f['metadata_files']:,}",
         f"{f['log_entries']:,}",
+        counted,
+        f"{r['load']['end'][0]:.0f}" if r["load"]["end"] else "-",
         command(r),
     ]
 
@@ -471,6 +484,8 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
                 "ingest step p50",
                 "metadata data files",
                 "`_delta_log` entries",
+                "S3 requests / capture commit (median)",
+                "load at the end (1 min)",
                 "command",
             ],
             long_run_cells,

@@ -4,6 +4,7 @@ time. Computed after the phase from when each object was PUT and became visible.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ class Phase:
     batches: list[int] = field(default_factory=list)  # files per target commit
     backlog: list[tuple[float, int]] = field(default_factory=list)  # (s, files PUT and not yet in target)
     put_seconds: float = 0.0  # first PUT scheduled -> last PUT answered
+    missing: int = 0  # files not in the target when the phase gave up waiting (it fell behind)
 
 
 def measure(put: dict[str, float], meta: TableWatch, target: TableWatch, rate: float, load: Any) -> Phase:
@@ -49,9 +51,9 @@ def measure(put: dict[str, float], meta: TableWatch, target: TableWatch, rate: f
 
 def sustained(phase: Phase, put: dict[str, float], target: TableWatch, started: float, every: float) -> None:
     """The phase's batch sizes and backlog over time (from `started`, epoch seconds, every `every` s)."""
-    phase.batches = batch_sizes(target.seen[u].version for u in put)
-    visible = {u: target.seen[u].visible for u in put}
-    end = max(visible.values())
+    phase.batches = batch_sizes(target.seen[u].version for u in put if u in target.seen)
+    visible = {u: target.seen[u].visible for u in put if u in target.seen}
+    end = max(visible.values()) if len(visible) == len(put) else time.time()  # fell behind: until now
     phase.backlog = backlog_series(put, visible, start=started, end=end, every=every)
     phase.put_seconds = max(put.values()) - started
 
@@ -88,4 +90,5 @@ def sustained_figures(mine: list[Phase]) -> dict[str, Any]:
     figures["backlog_max_files"] = max(max(w for _, w in p.backlog) for p in mine)
     figures["backlog_files"] = [w for _, w in mine[-1].backlog]
     figures["backlog_every_s"] = mine[-1].backlog[1][0] if len(mine[-1].backlog) > 1 else 0
+    figures["files_missing"] = sum(p.missing for p in mine)
     return figures
