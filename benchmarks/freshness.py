@@ -42,8 +42,7 @@ sequencer). The time S3 itself takes to deliver a notification (typically under 
 these figures.
 
 `--s3 gofakes3` puts the landing bucket in gofakes3 (benchmarks/harness/gofakes3.py, built with `go
-install` on first use) instead of moto, whose S3 costs a core of its own at a few hundred PUTs a second;
-it notifies no one, so it goes with `--sqs elasticmq`. The tables stay local.
+install` on first use) instead of moto; it notifies no one, so it goes with `--sqs elasticmq`.
 
 For sustained rates each phase also prints, from the first PUT until every file is in the target: the
 CPU cores used by capture (its process), ingest (its process with the Spark JVM and Python workers), the
