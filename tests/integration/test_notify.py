@@ -98,7 +98,7 @@ def test_a_kill_between_commit_and_announcement_announces_exactly_the_missing_ve
     assert [m["version"] for m in after] == sorted(m["version"] for m in after)  # in version order
     assert sum(m["rows"] for m in before + after) == 2 * FILES
     assert sum(m["error_rows"] for m in before + after) == FILES
-    assert {m["path"] for m in after} == {path}
+    assert {(m["path"], m["table_id"]) for m in before + after} == {(path, DeltaTable(path).metadata().id)}
     assert after[-1]["checkpoint"]["metadata_version"] == DeltaTable(landed.metadata_path).version()
 
 

@@ -40,6 +40,17 @@ def test_a_summary_survives_the_commit_info_round_trip():
     assert BatchSummary.from_commit({"version": 4, **summary.to_metadata()}) == summary
 
 
+def test_a_transformed_batch_s_filtered_rows_and_sql_identity_survive_the_round_trip():
+    summary = BatchSummary(
+        files=1, rows=9, error_rows=0, rows_filtered=3, transform="sha256:0123456789abcdef"
+    )
+
+    assert BatchSummary.from_commit(summary.to_metadata()) == summary
+    assert BatchSummary.from_commit({SUMMARY_KEY: json.dumps({"files": 1, "rows": 2, "error_rows": 0})}) == (
+        BatchSummary(1, 2, 0)  # a commit written before these fields: none filtered, no transform
+    )
+
+
 def test_commits_without_a_summary_or_with_an_unreadable_one_announce_nothing():
     assert BatchSummary.from_commit({"operation": "OPTIMIZE"}) is None
     assert BatchSummary.from_commit({SUMMARY_KEY: "{not json"}) is None
@@ -54,7 +65,8 @@ def test_a_new_table_or_new_columns_change_the_schema_and_fewer_columns_do_not()
 
 def test_the_message_carries_what_the_docs_promise():
     summary = BatchSummary(files=2, rows=40, error_rows=1)
-    [found] = notices("orders", "s3://lake/orders", [commit(12, summary, checkpoint="40:3")])
+    history = [commit(12, summary, checkpoint="40:3")]
+    [found] = notices("orders", "s3://lake/orders", history, table_id="5f0c-table-id")
 
     message = json.loads(found.body())
 
@@ -62,6 +74,7 @@ def test_the_message_carries_what_the_docs_promise():
         "schema": MESSAGE_SCHEMA,
         "target": "orders",
         "path": "s3://lake/orders",
+        "table_id": "5f0c-table-id",
         "version": 12,
         "committed_at": datetime.fromtimestamp(1795745951.447, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "checkpoint": {"metadata_version": 40, "position": 3},
@@ -70,6 +83,8 @@ def test_the_message_carries_what_the_docs_promise():
         "error_rows": 1,
         "rows_deleted": 0,
         "schema_changed": False,
+        "rows_filtered": 0,
+        "transform": None,
     }
     assert found.dedupe_id == "s3://lake/orders@12"
 

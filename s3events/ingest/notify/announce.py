@@ -107,7 +107,7 @@ class Announcer:
             log.error(
                 "target %s: versions %s left the log before they were announced", self.name, result.lost
             )
-        pending = notices(self.name, self._table.path, infos)
+        pending = notices(self.name, self._table.path, infos, table_id=str(table.metadata().id))
         for destination, send in self._sends.items():
             self._send_due(destination, send, cursor.due(destination, pending), result)
         cursor.settle(pending, last)

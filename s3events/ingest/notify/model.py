@@ -49,13 +49,16 @@ class Destination:
 @dataclass(frozen=True, slots=True)
 class BatchSummary:
     """What a batch commit announces besides its version: input files, rows written, error rows, rows
-    deleted (mirror targets), whether the commit (or one just before it) changed the table's schema."""
+    deleted (mirror targets), whether the commit (or one just before it) changed the table's schema, and
+    for a target with a transform the rows its SQL removed and which SQL it was (`TransformSpec.identity`)."""
 
     files: int
     rows: int
     error_rows: int
     rows_deleted: int = 0
     schema_changed: bool = False
+    rows_filtered: int = 0
+    transform: str | None = None
 
     def to_metadata(self) -> dict[str, str]:
         return {SUMMARY_KEY: json.dumps(asdict(self), separators=(",", ":"))}
@@ -75,9 +78,15 @@ class BatchSummary:
                 error_rows=int(fields["error_rows"]),
                 rows_deleted=int(fields.get("rows_deleted", 0)),
                 schema_changed=bool(fields.get("schema_changed", False)),
+                rows_filtered=int(fields.get("rows_filtered", 0)),
+                transform=_text(fields.get("transform")),
             )
         except (ValueError, KeyError, TypeError):
             return None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def schema_changed(before: Sequence[str] | None, written: Sequence[str]) -> bool:
@@ -96,6 +105,7 @@ class CommitNotice:
     checkpoint: str  # the metadata position the commit recorded, "version:position"
     summary: BatchSummary
     committed_at: datetime | None
+    table_id: str | None = None  # the Delta table's id (metaData.id): new when the table is rebuilt
 
     @property
     def dedupe_id(self) -> str:
@@ -109,6 +119,7 @@ class CommitNotice:
             "schema": MESSAGE_SCHEMA,
             "target": self.target,
             "path": self.path,
+            "table_id": self.table_id,
             "version": self.version,
             "committed_at": _iso(self.committed_at),
             "checkpoint": {"metadata_version": _int(version), "position": _int(position)},
@@ -119,9 +130,11 @@ class CommitNotice:
         return json.dumps(self.message(), separators=(",", ":"), sort_keys=True)
 
 
-def notices(target: str, path: str, history: Iterable[Mapping[str, Any]]) -> list[CommitNotice]:
-    """The announceable commits among `history` (commitInfo dicts with their "version", any order), in
-    version order."""
+def notices(
+    target: str, path: str, history: Iterable[Mapping[str, Any]], *, table_id: str | None = None
+) -> list[CommitNotice]:
+    """The announceable commits among `history` (commitInfo dicts with their "version", any order) of
+    the table `table_id`, in version order."""
     found = []
     for info in history:
         summary = BatchSummary.from_commit(info)
@@ -136,6 +149,7 @@ def notices(target: str, path: str, history: Iterable[Mapping[str, Any]]) -> lis
                 checkpoint=str(info.get("s3events.checkpoint", "")),
                 summary=summary,
                 committed_at=datetime.fromtimestamp(stamp / 1000, UTC) if isinstance(stamp, int) else None,
+                table_id=table_id,
             )
         )
     return sorted(found, key=lambda n: n.version)
