@@ -4,6 +4,7 @@ session with Hive support and delta-spark in a child process reading `spark.tabl
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -35,6 +36,7 @@ for key, value in {**conf, "spark.sql.catalogImplementation": "hive",
                    "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC"}.items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
+print("STARTED", flush=True)
 table = spark.table("lake.orders")
 rows = sorted((r.asDict() for r in table.collect()), key=lambda r: r["id"])
 print("RESULT " + json.dumps({"columns": table.columns, "rows": rows}))
@@ -93,17 +95,29 @@ def metastore(tmp_path: Path) -> Iterator[str]:
 
 
 def _read_by_name(uri: str, warehouse: Path) -> dict[str, object]:
-    conf = {k: v for k, v in DELTA_SPARK_CONF.items()}
-    proc = subprocess.run(
-        [sys.executable, "-c", READER, json.dumps(conf), uri, warehouse.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=480,
-        env={**spark_env(), "PYTHONPATH": os.getcwd()},
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
-    return dict(json.loads(lines[-1][len("RESULT ") :]))
+    """`spark.table("lake.orders")` in a child session with Hive support and delta-spark. The Ivy cache is
+    shared with the test sessions: the child resolves delta-spark under their lock, released once its
+    session has started."""
+    ivy = Path(DELTA_SPARK_CONF["spark.jars.ivy"])
+    ivy.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-c", READER, json.dumps(DELTA_SPARK_CONF), uri, warehouse.as_uri()]
+    env = {**spark_env(), "PYTHONPATH": os.getcwd()}
+    errors = warehouse.parent / "reader.stderr"  # a file: a full pipe would stall the child before it starts
+    with open(ivy / ".s3events-tests.lock", "w") as lock, errors.open("w") as stderr:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # until the session has started (or the child has ended)
+            lines.append(line)
+            if line.startswith("STARTED"):
+                break
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    out, _ = proc.communicate(timeout=480)
+    lines += out.splitlines()
+    results = [line for line in lines if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and results, errors.read_text()[-4000:]
+    return dict(json.loads(results[-1][len("RESULT ") :]))
 
 
 def test_table_registered_in_hive_is_read_by_name_with_delta_spark(metastore: str, tmp_path: Path) -> None:
