@@ -34,7 +34,7 @@ _METRIC = re.compile(r"\bs3events_[a-z0-9_]+")
 def exported_names() -> set[str]:
     """Every series name the metrics of all flows expose (labelled ones included before their first use)."""
     metrics = Metrics()
-    for group in (metrics.capture, metrics.ingest, metrics.backfill, metrics.maintenance):
+    for group in (metrics.capture, metrics.ingest, metrics.backfill, metrics.maintenance, metrics.catalog):
         assert group is not None
     return {
         family.name + suffix for family in metrics.registry.collect() for suffix in _SUFFIXES[family.type]
