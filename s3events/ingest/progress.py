@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from s3events.ingest.error_table import ErrorTable
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.plan import caught_up_to
 from s3events.ingest.target import TargetSpec
-from s3events.ingest.target_table import ErrorTable, TargetTable
+from s3events.ingest.target_table import TargetTable
 
 
 def pending_after(checkpoint: Checkpoint | None, latest: int, *, start_latest: bool = False) -> int | None:

@@ -16,11 +16,12 @@ from s3events.catalog.service import build_sync
 from s3events.config import Settings, keys
 from s3events.infra import aws
 from s3events.ingest.cycle import Ingest, IngestCycle, Target
+from s3events.ingest.error_table import ErrorTable
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Batch
 from s3events.ingest.ports import Feed, ReadBatch, ReadResult
 from s3events.ingest.target import TargetSpec, target_specs
-from s3events.ingest.target_table import ErrorTable, TargetTable
+from s3events.ingest.target_table import TargetTable
 from s3events.runloop import StopFlag, run_loop
 
 if TYPE_CHECKING:

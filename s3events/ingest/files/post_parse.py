@@ -29,6 +29,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.window import Window
 
 from s3events.infra.parquet_files import WrittenFile
+from s3events.ingest.error_table import ERROR_SCHEMA
 from s3events.ingest.files import latest_rows
 from s3events.ingest.files.key_columns import KeyColumns, object_key, with_key_columns
 from s3events.ingest.files.line_parse import arrow_schema
@@ -36,7 +37,6 @@ from s3events.ingest.files.lineage import INGESTED_AT, TIMESTAMP, event_time
 from s3events.ingest.files.merge_input import MergeInput, conform
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
-from s3events.ingest.target_table import ERROR_SCHEMA
 
 __all__ = ["ERROR_SCHEMA", "ReadOutput", "both_paths_latest", "error_rows", "finish", "finish_rows"]
 
