@@ -117,6 +117,7 @@ __all__ = [
     "TARGET_READER_OPTIONS",
     "TARGET_RECORD_KEY",
     "TARGET_SCHEMA",
+    "TARGET_SCHEMA_EVOLUTION",
     "TARGET_TEXT_FAST_PATH",
     "TARGET_TRANSFORM_SQL",
     "TARGET_TRANSFORM_SQL_FILE",
@@ -127,6 +128,7 @@ __all__ = [
     "OnMissingObject",
     "OnObjectRemoved",
     "PoisonAction",
+    "SchemaEvolution",
     "TargetFormat",
     "TargetMode",
 ]
@@ -138,6 +140,7 @@ CheckpointStrategy = Literal["earliest", "latest"]
 TargetFormat = Literal["json", "csv", "parquet", "text", "avro", "orc", "xml", "binary"]
 TargetMode = Literal["append", "merge"]
 OnMissingObject = Literal["skip", "fail"]
+SchemaEvolution = Literal["add", "fail", "ignore"]
 OnObjectRemoved = Literal["ignore", "delete"]
 CatalogType = Literal["none", "glue", "hive"]
 
@@ -491,6 +494,14 @@ TARGET_SCHEMA: Key[str | None] = _target(
     "schema",
     type=StrType(),
     doc="Spark DDL schema of the records, e.g. 'id BIGINT, ts TIMESTAMP' (unset = inferred from the files).",
+)
+TARGET_SCHEMA_EVOLUTION: Key[SchemaEvolution] = _target(
+    "schema.evolution",
+    type=ChoiceType(get_args(SchemaEvolution)),
+    default="add",
+    doc="What a field the target's table lacks does once the table exists: add = a new column; fail = "
+    "the batch commits nothing and the target fails, naming the file, line and field (the next run starts "
+    "at the same checkpoint); ignore = the field is dropped (counted in the batch's log line).",
 )
 TARGET_TRANSFORM_SQL: Key[str | None] = _target(
     "transform.sql",

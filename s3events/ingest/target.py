@@ -34,6 +34,7 @@ class TargetSpec:
     delete: DeleteRule | None = None  # merge mode's record deletes (delete.field)
     partition_by: tuple[str, ...] = ()
     key_columns: KeyColumns | None = None  # columns from the object key (key.pattern, key.columns)
+    schema_evolution: keys.SchemaEvolution = "add"
     on_missing_object: keys.OnMissingObject = "skip"
     on_object_removed: keys.OnObjectRemoved = "ignore"
     transform_sql: str | None = None  # the transform.sql value (transform.TransformSpec reads both)
@@ -117,6 +118,7 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 delete=_delete_rule(settings, name),
                 partition_by=settings.get_for(name, keys.TARGET_PARTITION_BY),
                 key_columns=_key_columns(settings, name),
+                schema_evolution=settings.get_for(name, keys.TARGET_SCHEMA_EVOLUTION),
                 on_missing_object=settings.get_for(name, keys.TARGET_ON_MISSING_OBJECT),
                 on_object_removed=settings.get_for(name, keys.TARGET_ON_OBJECT_REMOVED),
                 transform_sql=settings.get_for(name, keys.TARGET_TRANSFORM_SQL),

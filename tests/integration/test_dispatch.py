@@ -242,7 +242,7 @@ KEY_CONF = {
 }
 
 
-@settings(_SETTINGS, max_examples=6)
+@settings(_SETTINGS, max_examples=4)
 @given(
     files=st.lists(
         st.tuples(

@@ -63,7 +63,7 @@ def run_batch(
     declared = declared_schema(target)
     parser = fast_parser(target, arrow_schema(declared) if declared is not None else None, existing)
     if parser is None:
-        return run_line_path(spark, batch.files, target, existing, aws, ingested_at)
+        return _noted(run_line_path(spark, batch.files, target, existing, aws, ingested_at), target)
     fast = run_fast(
         spark,
         batch.files,
@@ -75,13 +75,17 @@ def run_batch(
     )
     if not fast.rest:
         assert fast.schema is not None
-        return ReadOutput(
-            fast.schema,
-            ERROR_SCHEMA.empty_table(),
-            fast.rows,
-            fast.files,
-            merge=fast.merge,
-            fast_path_files=len(batch.files),
+        return _noted(
+            ReadOutput(
+                fast.schema,
+                ERROR_SCHEMA.empty_table(),
+                fast.rows,
+                fast.files,
+                merge=fast.merge,
+                fast_path_files=len(batch.files),
+                ignored_fields=fast.ignored_fields,
+            ),
+            target,
         )
     log.info("target %s: %s", target.name, describe(fast))
     took_fast = bool(fast.files) or (fast.merge is not None and fast.merge.num_rows > 0)
@@ -92,4 +96,16 @@ def run_batch(
         out.merge = post_parse.both_paths_latest(fast.merge, out.merge, out.schema, target)
         out.rows = out.merge.num_rows
     out.fast_path_files = len(batch.files) - len(fast.rest)
+    out.ignored_fields = tuple(sorted({*out.ignored_fields, *fast.ignored_fields}))
+    return _noted(out, target)
+
+
+def _noted(out: ReadOutput, target: TargetSpec) -> ReadOutput:
+    if out.ignored_fields:
+        log.info(
+            "target %s: schema.evolution=ignore dropped %d new field(s): %s",
+            target.name,
+            len(out.ignored_fields),
+            ", ".join(out.ignored_fields),
+        )
     return out

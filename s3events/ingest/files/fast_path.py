@@ -35,6 +35,7 @@ from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.frames import TaskFunction, files_frame
 from s3events.ingest.files.lineage import FIXED, INGESTED_AT, LINEAGE_FIELDS, TIMESTAMP
 from s3events.ingest.files.merge_input import TYPE_ERRORS, MergeInput, concat_conformed, unreadable_partition
+from s3events.ingest.files.schema_contract import kept_columns, new_fields
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
@@ -50,6 +51,7 @@ class FastResult:
     rest: tuple[FileRef, ...] = ()  # files for the line path
     reasons: dict[str, str] = field(default_factory=dict)  # uri -> why it takes the line path
     merge: MergeInput | None = None  # merge mode: the fast files' latest row per record key
+    ignored_fields: tuple[str, ...] = ()  # new fields schema.evolution=ignore dropped
 
     @property
     def rows(self) -> int:
@@ -68,7 +70,8 @@ def run_fast(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> FastResult:
-    rows = _run_tasks(spark, files, target, parser=parser, aws=aws, ingested_at=ingested_at)
+    keep = kept_columns(target, existing)
+    rows = _run_tasks(spark, files, target, parser=parser, aws=aws, ingested_at=ingested_at, keep=keep)
     staged = [r["staged"] for r in rows if r["staged"] is not None]
     merge_keys = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
     if staged:
@@ -85,6 +88,9 @@ def run_fast(
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
     whole_batch = _unsplittable(schema, existing, headers, bool(declined), parser)
+    failing = target.schema_evolution == "fail" and schema is not None and new_fields(schema.names, existing)
+    if whole_batch is None and failing:
+        whole_batch = "new fields under schema.evolution=fail (the line path names the first line)"
     merged: MergeInput | str | None = None
     if whole_batch is None and target.mode == "merge":
         assert schema is not None
@@ -96,9 +102,10 @@ def run_fast(
         return FastResult(rest=files, reasons=dict.fromkeys((f.uri for f in files), whole_batch))
     rest = tuple(f for f in files if f.event_id in declined)
     reasons = {f.uri: declined[f.event_id] for f in rest}
+    ignored = tuple(sorted({r["dropped"] for r in rows if r["dropped"] is not None}))
     if isinstance(merged, MergeInput):  # the written files, if any, are the merge input's
-        return FastResult([], schema, rest, reasons, merged)
-    return FastResult(written, schema, rest, reasons)
+        return FastResult([], schema, rest, reasons, merged, ignored)
+    return FastResult(written, schema, rest, reasons, ignored_fields=ignored)
 
 
 def _run_tasks(
@@ -109,6 +116,7 @@ def _run_tasks(
     parser: FileParser,
     aws: AwsOptions,
     ingested_at: datetime,
+    keep: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every task's result rows: from a Spark job, or from threads of the driver for a small batch."""
     total = sum(f.size or 0 for f in files)
@@ -129,6 +137,7 @@ def _run_tasks(
         marker=target.delete.field if target.delete is not None else None,
         stage=not in_driver,
         key_columns=target.key_columns,
+        keep=keep,
     )
     if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))

@@ -54,6 +54,7 @@ _OUT_SCHEMA = pa.schema(
         pa.field("rows", pa.binary()),  # on driver threads as an IPC stream,
         pa.field("staged", pa.string()),  # from executors where they are staged (`stage_table`)
         pa.field("files", pa.int64()),  # the files a task was given (one row per task)
+        pa.field("dropped", pa.string()),  # a new field schema.evolution=ignore dropped (one row each)
     ]
 )
 
@@ -77,6 +78,7 @@ def fast_task(
     marker: str | None = None,
     stage: bool = False,
     key_columns: KeyColumns | None = None,
+    keep: frozenset[str] | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
     file and per CSV header line seen. Merge mode (`record_key`): what is written is each flush's
@@ -98,7 +100,8 @@ def fast_task(
         marker=marker,
         stage=stage,
     )
-    finish = partial(post_parse.finish, key_columns=key_columns, ingested_at=ingested_at)
+    dropped: set[str] = set()  # new fields schema.evolution=ignore drops (`keep`)
+    finish = partial(_finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped)
     remove = partial(remove_data_files, table_uri, options=aws)
     with ThreadPoolExecutor(max_workers=_FETCH_AHEAD_MAX, thread_name_prefix="s3events-fetch") as pool:
         for ref, fetched in _fetched_ahead(pool, refs, aws):
@@ -126,8 +129,26 @@ def fast_task(
                 held = 0
     out.extend(flush(pending))
     out.extend({"header": header} for header in sorted(headers))
+    out.extend({"dropped": name} for name in sorted(dropped))
     out.append({"files": len(refs)})
     return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
+
+
+def _finish(
+    table: pa.Table,
+    uri: str,
+    *,
+    key_columns: KeyColumns | None,
+    ingested_at: datetime,
+    keep: frozenset[str] | None,
+    dropped: set[str],
+) -> pa.Table:
+    """`post_parse.finish`, noting the fields `keep` drops."""
+    finished = post_parse.finish(table, uri, key_columns=key_columns, ingested_at=ingested_at, keep=keep)
+    if keep is not None:
+        given = {*table.column_names, *(key_columns.names if key_columns is not None else ())}
+        dropped.update(given - set(finished.column_names))
+    return finished
 
 
 def take_parts(

@@ -46,6 +46,7 @@ from s3events.ingest.files.lineage import LINEAGE
 from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.files.objects import LINE_SCHEMA, read_lines
 from s3events.ingest.files.post_parse import ReadOutput
+from s3events.ingest.files.schema_contract import apply_contract
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
@@ -83,12 +84,13 @@ def run_line_path(
         if target.key_columns is not None:
             good, bad = post_parse.with_key_rows(good, bad, files, target.key_columns, unkeyed)
         good = post_parse.finish_rows(good, ingested_at=ingested_at, existing=existing_schema)
+        good, ignored = apply_contract(good, existing_schema, target)
         schema = arrow_schema(good.schema)
         errors, failed = post_parse.error_rows(bad, ingested_at)
         if unkeyed:
             errors = pa.concat_tables([errors, post_parse.key_error_rows(files, unkeyed, ingested_at)])
             failed.update(unkeyed)
-        out = ReadOutput(schema=schema, errors=errors, failed_files=failed)
+        out = ReadOutput(schema=schema, errors=errors, failed_files=failed, ignored_fields=tuple(ignored))
         if target.mode == "merge":
             latest = post_parse.latest_per_key(good, target)
             out.merge = MergeInput.held(staged_rows(latest, target, aws).cast(schema))

@@ -53,15 +53,26 @@ class ReadOutput:
     failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
     fast_path_files: int = 0  # input files the fast path read (the others took the line path)
     filtered: int = 0  # input rows the target's transform removed (a WHERE): counted, not errors
+    ignored_fields: tuple[str, ...] = ()  # new fields schema.evolution=ignore dropped
 
 
 # -- Arrow: one file's rows in a fast-path task ----------------------------------------------------------
 
 
-def finish(table: pa.Table, uri: str, *, key_columns: KeyColumns | None, ingested_at: datetime) -> pa.Table:
-    """The key's columns (`key_columns.with_key_columns`) and the ingestion time."""
+def finish(
+    table: pa.Table,
+    uri: str,
+    *,
+    key_columns: KeyColumns | None,
+    ingested_at: datetime,
+    keep: frozenset[str] | None = None,
+) -> pa.Table:
+    """The key's columns (`key_columns.with_key_columns`), only the columns in `keep` (None: all; see
+    `schema_contract.kept_columns`), and the ingestion time."""
     if key_columns is not None:
         table = with_key_columns(table, key_columns, object_key(uri))
+    if keep is not None:
+        table = table.select([name for name in table.column_names if name in keep])
     return table.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, TIMESTAMP), table.num_rows))
 
 
