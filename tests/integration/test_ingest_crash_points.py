@@ -1,7 +1,7 @@
 """Kill ingest at any instant — between batches, after the executors wrote Parquet, after the error
-table was written — and resume: every line still lands exactly once, in append and in merge mode and
-through a SQL transform (hypothesis over limits and kill points; the pure planner has its own, much
-larger property test).
+table was written — and resume: every line still lands exactly once, in append and in merge mode (with
+record deletes too) and through a SQL transform (hypothesis over limits and kill points; the pure
+planner has its own, much larger property test).
 
 A kill is a step that raises `Killed` (a BaseException, as uncatchable for the cycle as SIGKILL) right
 after the real step ran; the cycle itself is the production one, built by `build_ingest`."""
@@ -72,6 +72,85 @@ def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, mo
             )
         },
     )
+    _run_with_kills(conf, spark, kills)
+
+    rows = read_table(target)
+    assert Counter((r["file"], r["n"]) for r in rows) == Counter(
+        {(i, n): 1 for i in range(FILES) for n in (0, 1)}
+    )
+    errors = read_table(target + "_errors")
+    assert Counter(e["_source_file"] for e in errors) == Counter(
+        {f"s3://{shared_stack.bucket}/crash/{i:02d}.json": 1 for i in range(FILES)}
+    )
+
+
+CDC_FILES = 4
+
+
+def cdc_stack(make_stack: Any, s3: Any, spark: Any, conf_of: Any) -> Any:
+    """A target that started before any change data (missing.checkpoint.strategy=latest: it reads the
+    change feed in version order), then CDC_FILES files inserting keys (file, 0) and (file, 1), then
+    CDC_FILES files deleting (file, 0), updating (file, 1) and deleting the never-held (file, 2), each
+    of those with a malformed line (so the inserts take the fast path and the deletes the line path)."""
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="seed/none.json", Body=b"")
+    write_metadata_version(stack, ["seed/none.json"], s3)
+    build_ingest(conf_of(stack), spark=spark).run_once()  # records where the target starts
+    for version, (changes, tail) in enumerate(
+        [([(0, 1, "I"), (1, 1, "I")], b""), ([(0, 2, "D"), (1, 2, "U"), (2, 2, "D")], b"{not json\n")]
+    ):
+        keys = [f"cdc/{version}/{i:02d}.json" for i in range(CDC_FILES)]
+        for i, key in enumerate(keys):
+            rows = [{"file": i, "n": n, "seq": seq, "Op": op} for n, seq, op in changes]
+            s3.put_object(Bucket=stack.bucket, Key=key, Body=jsonl(rows) + tail)
+        write_metadata_version(stack, keys, s3)
+    return stack
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    max_files=st.integers(min_value=2, max_value=5),
+    kills=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(CRASH_POINTS)), min_size=1, max_size=2),
+)
+def test_ingest_of_deletes_killed_at_any_point_resumes_exactly_once(make_stack, s3, spark, max_files, kills):
+    target = tempfile.mkdtemp(prefix="crash-cdc-")
+
+    def conf_of(stack: Any) -> Any:
+        return settings_for(
+            stack,
+            {
+                "c": target_conf(
+                    "c",
+                    target,
+                    "json",
+                    key__prefix="cdc/",
+                    schema="file BIGINT, n BIGINT, seq BIGINT, Op STRING",
+                    max__files__per__batch=max_files,
+                    mode="merge",
+                    record__key="file,n",
+                    ordering__field="seq",
+                    delete__field="Op",
+                    delete__values="D",
+                )
+            },
+            ingest__missing__checkpoint__strategy="latest",
+        )
+
+    stack = cdc_stack(make_stack, s3, spark, conf_of)
+    _run_with_kills(conf_of(stack), spark, kills)
+
+    rows = read_table(target)
+    assert Counter((r["file"], r["n"], r["seq"]) for r in rows) == Counter(
+        {(i, 1, 2): 1 for i in range(CDC_FILES)}
+    )
+    errors = read_table(target + "_errors")
+    assert Counter(e["_source_file"] for e in errors) == Counter(
+        {f"s3://{stack.bucket}/cdc/1/{i:02d}.json": 1 for i in range(CDC_FILES)}
+    )
+
+
+def _run_with_kills(conf: Any, spark: Any, kills: list[tuple[int, str]]) -> None:
+    """Ingest killed as `kills` say (batches run first, then the kill point), then a survivor to the end."""
     for batches_before_kill, point in kills:
         ports = ingest_ports(conf, spark=spark)
         ingest = Ingest(ports.feed, ports.targets, read=ports.read)
@@ -85,15 +164,6 @@ def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, mo
     survivor = build_ingest(conf, spark=spark)
     while not survivor.run_once().idle:
         pass
-
-    rows = read_table(target)
-    assert Counter((r["file"], r["n"]) for r in rows) == Counter(
-        {(i, n): 1 for i in range(FILES) for n in (0, 1)}
-    )
-    errors = read_table(target + "_errors")
-    assert Counter(e["_source_file"] for e in errors) == Counter(
-        {f"s3://{shared_stack.bucket}/crash/{i:02d}.json": 1 for i in range(FILES)}
-    )
 
 
 class Killed(BaseException):

@@ -95,7 +95,7 @@ class Change:
 
 CHANGES = st.builds(Change, st.integers(0, KEYS - 1), st.integers(0, 9), st.sampled_from("IUD"))
 BATCHES = st.lists(
-    st.lists(st.lists(CHANGES, min_size=1, max_size=5), min_size=1, max_size=3), min_size=1, max_size=4
+    st.lists(st.lists(CHANGES, min_size=1, max_size=5), min_size=1, max_size=3), min_size=1, max_size=3
 )
 
 
@@ -123,7 +123,7 @@ def replay(batches: list[list[list[Change]]]) -> set[tuple[int, int, str]]:
 
 @pytest.mark.parametrize("read_path", sorted(PATHS))
 @settings(
-    max_examples=4,
+    max_examples=3,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
