@@ -23,6 +23,7 @@ PURE = [
     "s3events.ingest.files.lineage",
     "s3events.ingest.files.formats.csv_types",
     "s3events.ingest.merge_scope",
+    "s3events.ingest.deletes",
     "s3events.ingest.files.transform_sql",
     "s3events.status.model",
     "s3events.catalog.model",
