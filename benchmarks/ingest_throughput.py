@@ -1,6 +1,7 @@
 """Ingest throughput (MB/s, rows/s) against two baselines, on the same files in the same run.
 
-    .venv/bin/python benchmarks/ingest_throughput.py [--format json|csv|text|parquet] [--files 40]
+    .venv/bin/python benchmarks/ingest_throughput.py [--format json|csv|text|parquet|avro|orc|xml|binary]
+        [--files 40]
         [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path] [--mode append|merge]
         [--existing-target] [--warm-jobs 40]
 
@@ -14,7 +15,10 @@ baseline B with spark.read.json / csv (header, inferSchema) / text / parquet). C
 and the columns id, user, amount, ok, country, note (no timestamp column: the CSV fast path leaves
 columns Spark would infer as dates or timestamps to the line path); text files are log lines; Parquet
 files hold the JSON data's rows (the Parquet fast path reads them row group by row group; "line path"
-is its Spark path, `parquet.fast.path=false`).
+is its Spark path, `parquet.fast.path=false`). Avro (deflate), ORC and XML (`<row>` elements, rowTag=row)
+files hold the JSON data's rows; a binary object is the JSON file's bytes (one row per object). These
+four have one path (no line-path contender) and no baseline B; A reads them with fastavro,
+pyarrow.orc, defusedxml's iterparse (string columns) and the bytes as they are.
 
 Set-up (not timed): a moto_server endpoint (`LocalEndpoint`, a child process), one bucket, `--files`
 objects of `--lines` JSON lines of about `--line-bytes` bytes each, PUT into it. The metadata table gets
@@ -95,7 +99,8 @@ from s3events.infra import aws
 
 BUCKET = "bench-ingest"
 TARGET = "bench"
-FORMATS = ("json", "csv", "text", "parquet")
+FORMATS = ("json", "csv", "text", "parquet", "avro", "orc", "xml", "binary")
+ONE_PATH = ("avro", "orc", "xml", "binary")  # no fast path (no line-path contender) and no baseline B
 
 
 def labels_for(fmt: str, mode: str = "append") -> dict[str, str]:
@@ -106,7 +111,9 @@ def labels_for(fmt: str, mode: str = "append") -> dict[str, str]:
         "A1": f"A1: A with {READERS[fmt]} on one thread",
         "B": f"B: spark.read.{fmt}(local) + write.parquet",
     }
-    if mode == "merge":  # B has no merge: it is left out
+    if fmt in ONE_PATH:
+        del labels["B"], labels["lines"]
+    if mode == "merge" and "B" in labels:  # B has no merge: it is left out
         del labels["B"]
         labels["A"] = f"A: boto3 + {READERS[fmt]} + DeltaTable.merge"
         labels["A1"] = f"A1: A with {READERS[fmt]} on one thread"
@@ -173,8 +180,58 @@ def make_parquet_file(file_no: int, lines: int, line_bytes: int) -> bytes:
     return sink.getvalue()
 
 
-MAKERS = {"json": make_file, "csv": make_csv_file, "text": make_text_file, "parquet": make_parquet_file}
-EXTENSIONS = {"json": "json", "csv": "csv", "text": "txt", "parquet": "parquet"}
+def make_avro_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """The JSON data's rows as one Avro file (deflate)."""
+    import fastavro
+
+    fields = [("id", "long"), ("ts", "string"), ("user", "string"), ("amount", "double"), ("ok", "boolean"),
+              ("country", "string"), ("note", "string")]
+    schema = {"type": "record", "name": "Row", "fields": [{"name": n, "type": t} for n, t in fields]}
+    rows = pajson.read_json(io.BytesIO(make_file(file_no, lines, line_bytes))).to_pylist()
+    sink = io.BytesIO()
+    fastavro.writer(sink, fastavro.parse_schema(schema), rows, codec="deflate")
+    return sink.getvalue()
+
+
+def make_orc_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """The JSON data's rows as one ORC file."""
+    import pyarrow.orc as orc
+
+    sink = io.BytesIO()
+    orc.write_table(pajson.read_json(io.BytesIO(make_file(file_no, lines, line_bytes))), sink)
+    return sink.getvalue()
+
+
+def make_xml_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """The JSON data's rows as <row> elements, one child element per column."""
+    rows = pajson.read_json(io.BytesIO(make_file(file_no, lines, line_bytes))).to_pylist()
+    text = (str(v).lower() if isinstance(v, bool) else str(v) for r in rows for v in r.values())
+    names = list(rows[0]) if rows else []
+    out = ["<rows>\n"]
+    for _ in rows:
+        out.append("<row>" + "".join(f"<{n}>{next(text)}</{n}>" for n in names) + "</row>\n")
+    out.append("</rows>\n")
+    return "".join(out).encode()
+
+
+MAKERS = {
+    "json": make_file,
+    "csv": make_csv_file,
+    "text": make_text_file,
+    "parquet": make_parquet_file,
+    "avro": make_avro_file,
+    "orc": make_orc_file,
+    "xml": make_xml_file,
+    "binary": make_file,  # one row per object: the JSON file's bytes
+}
+EXTENSIONS = {"json": "json", "csv": "csv", "text": "txt", "parquet": "parquet", "avro": "avro", "orc": "orc",
+              "xml": "xml", "binary": "bin"}
+FORMAT_SETTINGS = {"xml": [f"s3events.ingest.target.{TARGET}.reader.options=rowTag=row"]}
+
+
+def rows_of(fmt: str, files: int, lines: int) -> int:
+    """The rows `files` objects of `lines` lines give: one per object for binary."""
+    return files if fmt == "binary" else files * lines
 
 
 def put_files(
@@ -212,6 +269,7 @@ def ingest_settings(
             f"s3events.ingest.target.{TARGET}.format={fmt}",
             f"s3events.ingest.target.{TARGET}.max.files.per.batch={files}",
             f"s3events.ingest.target.{TARGET}.max.bytes.per.batch={1 << 40}",
+            *FORMAT_SETTINGS.get(fmt, []),
             *extra,
         ],
     )
@@ -310,15 +368,15 @@ def warm_up(
         return run_ours(
             ingest_settings(endpoint_url, metadata, target, 2, *mode_settings(mode), *extra, fmt=fmt),
             spark,
-            200,
+            rows_of(fmt, 2, 100),
         )
 
     in_job = f"s3events.ingest.target.{TARGET}.driver.read.max.bytes=0"
     # Twice: on driver threads (a batch this small) and in a Spark job, the path the rounds' batches take.
     ours(str(work / "warm-up-ours-driver"))
     ours(str(work / "warm-up-ours-job"), in_job)
-    run_baseline_a(s3, objects, str(work / "warm-up-a"), 200, fmt, mode)
-    if mode == "append":
+    run_baseline_a(s3, objects, str(work / "warm-up-a"), rows_of(fmt, 2, 100), fmt, mode)
+    if mode == "append" and fmt not in ONE_PATH:
         run_baseline_b(spark, local_dir, str(work / "warm-up-b"), 200, fmt)
     jvm = []
     for job in range(jobs):
@@ -414,7 +472,7 @@ def main() -> int:
         metadata = str(work / "metadata")
         if not args.existing_target:
             write_metadata(metadata, objects)
-        total_bytes, rows = sum(o[2] for o in objects), args.files * args.lines
+        total_bytes, rows = sum(o[2] for o in objects), rows_of(args.format, args.files, args.lines)
         print(
             f"data ({args.format}): {args.files} files x {args.lines} lines = {rows} rows, "
             f"{total_bytes / 1e6:.1f} MB "
@@ -451,7 +509,7 @@ def main() -> int:
                 "target mode: merge (record.key=id; every id is new: A's MERGE inserts every row, ours "
                 "appends them, its fresh target holding no key; merge_scope.holds_none_of)"
             )
-        no_line_path = args.no_line_path
+        no_line_path = args.no_line_path or fmt in ONE_PATH
         labels = {k: v for k, v in labels_for(fmt, mode).items() if not (k == "lines" and no_line_path)}
         results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):
