@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/ingest_throughput.py [--format json|csv|text|parquet|avro|orc|xml|binary]
         [--files 40]
         [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path] [--mode append|merge]
-        [--existing-target] [--warm-jobs 40]
+        [--existing-target] [--warm-jobs 40] [--transform-sql "SELECT ... FROM src WHERE ..."]
 
 `--mode merge` makes every contender upsert by the data's unique `id` into its fresh target (ours:
 `mode=merge`, `record.key=id`; baseline A: an empty table, then one `DeltaTable.merge` of all rows;
@@ -34,6 +34,11 @@ A; each round's targets are copies of those (not timed), and the round appends t
 has no table to take types from: the JSON fast path then parses a file whose strings pyarrow reads as
 timestamps twice (once to see them, once keeping them as strings, as Spark does); a target's later
 batches parse each file once.
+
+`--transform-sql` adds a contender, **ours, transform**: ours with that SQL as the target's
+`transform.sql` (e.g. a cast, a derived date column and a filter); its rows plus the rows the transform
+filtered must add up to the data's, and `transform_vs_ours_x` (the transform's throughput over ours
+without one, same data, same run) is what the transform costs.
 
 Measured, per round, in this order (MB = 10^6 bytes of source files):
 
@@ -110,6 +115,7 @@ def labels_for(fmt: str, mode: str = "append") -> dict[str, str]:
         "A": f"A: boto3 + {READERS[fmt]} + write_deltalake",
         "A1": f"A1: A with {READERS[fmt]} on one thread",
         "B": f"B: spark.read.{fmt}(local) + write.parquet",
+        "xform": "ours, with --transform-sql",
     }
     if fmt in ONE_PATH:
         del labels["B"], labels["lines"]
@@ -283,11 +289,12 @@ def ingest_settings(
 
 
 def run_ours(settings: Settings, spark: Any, expected_rows: int) -> Measure:
+    """One run of ours; every row of the data is in the target or was filtered by its transform."""
     from s3events.ingest.service import run_ingest
 
     with Measure() as measured:
         totals = run_ingest(settings, once=True, spark=spark)
-    if totals.rows != expected_rows or totals.failed or totals.errors:
+    if totals.rows + totals.filtered != expected_rows or totals.failed or totals.errors:
         raise SystemExit(
             f"ours: ingested {totals.rows} rows of {expected_rows}, failed={totals.failed}, "
             f"error rows={totals.errors}"
@@ -295,6 +302,27 @@ def run_ours(settings: Settings, spark: Any, expected_rows: int) -> Measure:
     if totals.batches != 1:
         print(f"   (ours took {totals.batches} batches)")
     return measured
+
+
+def run_transformed(
+    args: argparse.Namespace,
+    endpoint_url: str,
+    metadata: str,
+    target: Path,
+    spark: Any,
+    expected_rows: int,
+) -> Measure:
+    """Ours with `--transform-sql` as the target's transform, into a fresh target."""
+    settings = ingest_settings(
+        endpoint_url,
+        metadata,
+        str(target),
+        args.files,
+        f"s3events.ingest.target.{TARGET}.transform.sql={args.transform_sql}",
+        *mode_settings(args.mode),
+        fmt=args.format,
+    )
+    return run_ours(settings, spark, expected_rows)
 
 
 def run_baseline_a(
@@ -342,14 +370,23 @@ def run_baseline_b(
 
 
 def warm_up(
-    spark: Any, s3: Any, endpoint_url: str, work: Path, fmt: str, mode: str, jobs: int = 0
+    spark: Any,
+    s3: Any,
+    endpoint_url: str,
+    work: Path,
+    fmt: str,
+    mode: str,
+    jobs: int = 0,
+    transform_sql: str | None = None,
 ) -> list[float]:
     """Start-up is not timed: a tiny job, a tiny mapInArrow job (Python worker daemon), then each
     contender once on two small files of their own, ours both on driver threads and in a Spark job (the
     path the rounds' batches take): imports in the workers, first-use costs. Then ours `jobs` more times
     in a Spark job on those files: the JVM's JIT compiles Spark's planning and task code over the first
     few dozen jobs (measured: 0.2-0.4 s of the JVM's CPU a job for the first ten, 0.05-0.1 s after
-    fifty), a cost a long-running ingest pays once. Returns the JVM's CPU seconds of each of those jobs."""
+    fifty), a cost a long-running ingest pays once; with `transform_sql`, each of those jobs is followed
+    by one of ours with that transform (its SQL's code paths warm too). Returns the JVM's CPU seconds of
+    each job of ours without a transform."""
 
     def identity(batches: Iterator[Any]) -> Iterator[Any]:
         yield from batches
@@ -371,6 +408,8 @@ def warm_up(
             rows_of(fmt, 2, 100),
         )
 
+    transformed = [f"s3events.ingest.target.{TARGET}.transform.sql={transform_sql}"] if transform_sql else []
+
     in_job = f"s3events.ingest.target.{TARGET}.driver.read.max.bytes=0"
     # Twice: on driver threads (a batch this small) and in a Spark job, the path the rounds' batches take.
     ours(str(work / "warm-up-ours-driver"))
@@ -383,6 +422,9 @@ def warm_up(
         target = work / f"warm-up-jit-{job}"
         jvm.append(ours(str(target), in_job).split["jvm"])
         shutil.rmtree(target, ignore_errors=True)
+        if transformed:
+            ours(str(target), in_job, *transformed)
+            shutil.rmtree(target, ignore_errors=True)
     return jvm
 
 
@@ -448,10 +490,16 @@ def main() -> int:
         action="store_true",
         help="append to targets holding a seed batch (a target's later batches) instead of fresh ones",
     )
+    parser.add_argument(
+        "--transform-sql",
+        help="also measure ours with this SQL as the target's transform.sql (a contender of its own)",
+    )
     add_common(parser)
     args = parser.parse_args()
     smoke(args, files=2, lines=200, rounds=1, warm_jobs=0)
     run = Run.start("ingest_throughput", smoke=args.smoke)
+    if args.transform_sql and args.existing_target:
+        parser.error("--transform-sql measures a fresh target: leave out --existing-target")
     if args.mode == "merge" and args.format == "text":
         parser.error("--mode merge needs a record key: text files have none (use json, csv or parquet)")
     logging.basicConfig(level=logging.WARNING)
@@ -486,7 +534,9 @@ def main() -> int:
             conf={"spark.ui.showConsoleProgress": "false"},  # progress bars only; no effect on speed
         )
         spark.sparkContext.setLogLevel("ERROR")
-        jit = warm_up(spark, s3, endpoint.url, work, args.format, args.mode, args.warm_jobs)
+        jit = warm_up(
+            spark, s3, endpoint.url, work, args.format, args.mode, args.warm_jobs, args.transform_sql
+        )
         print(f"spark local[2] started and warmed up in {time.perf_counter() - started:.1f} s; {load_text()}")
         if len(jit) >= 10:
             print(
@@ -510,7 +560,11 @@ def main() -> int:
                 "appends them, its fresh target holding no key; merge_scope.holds_none_of)"
             )
         no_line_path = args.no_line_path or fmt in ONE_PATH
-        labels = {k: v for k, v in labels_for(fmt, mode).items() if not (k == "lines" and no_line_path)}
+        labels = {
+            k: v
+            for k, v in labels_for(fmt, mode).items()
+            if not (k == "lines" and no_line_path) and not (k == "xform" and not args.transform_sql)
+        }
         results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):
             in_mode = mode_settings(mode)
@@ -527,6 +581,10 @@ def main() -> int:
                     endpoint.url, metadata, str(work / f"lines-{r}"), args.files, line_path, *in_mode, fmt=fmt
                 )
                 results["lines"].append(run_ours(settings, spark, rows))
+            if "xform" in results:
+                results["xform"].append(
+                    run_transformed(args, endpoint.url, metadata, work / f"xform-{r}", spark, rows)
+                )
             if seeded:
                 shutil.copytree(work / "seed-a", work / f"a1-{r}")
             results["A"].append(
@@ -546,7 +604,8 @@ def main() -> int:
                     f"  {label:46s} {rate(total_bytes, rows, m.wall, m.cpu)} {split_text(m.split)}",
                     flush=True,
                 )
-            for name in ("ours", "lines", "a", "a1", "b"):  # outputs were checked; keep the disk small
+            # the outputs were checked: keep the disk small
+            for name in ("ours", "lines", "xform", "a", "a1", "b"):
                 shutil.rmtree(work / f"{name}-{r}", ignore_errors=True)
 
         wall = {k: median(m.wall for m in v) for k, v in results.items()}
@@ -557,7 +616,7 @@ def main() -> int:
         print("medians:")
         for k, label in labels.items():
             print(f"  {label:46s} {rate(total_bytes, rows, wall[k], cpu[k])} {split_text(split[k])}")
-        for base in [b for b in ("A", "A1", "B", "lines") if b in results]:
+        for base in [b for b in ("A", "A1", "B", "lines", "xform") if b in results]:
             print(
                 f"ratio ours/{base}: throughput {wall[base] / wall['ours']:.2f} "
                 f"(CPU efficiency {cpu[base] / cpu['ours']:.2f})"
@@ -570,8 +629,12 @@ def main() -> int:
             if k != "ours":
                 figures[f"ours_vs_{k.lower()}_x"] = round(ratio(wall[k], wall["ours"]), 2)
         figures.update({f"ours_cpu_{kind}_s": round(s, 3) for kind, s in split["ours"].items() if s})
+        if "xform" in results:
+            figures["transform_vs_ours_x"] = round(ratio(wall["ours"], wall["xform"]), 2)
         case = f"{fmt}, {mode}" + (", existing target" if seeded else "")
+        case += ", transform" if args.transform_sql else ""
         params = {"format": fmt, "mode": mode, "existing_target": seeded, "files": args.files}
+        params |= {"transform_sql": args.transform_sql} if args.transform_sql else {}
         params |= {"lines": args.lines, "rounds": args.rounds, "warm_jobs": args.warm_jobs}
         run.add(case, params=params, figures=figures)
         run.save()

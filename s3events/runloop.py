@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TypeVar
 
-from s3events.errors import CredentialsRejected, FatalError
+from s3events.errors import ConfigError, CredentialsRejected, FatalError
 from s3events.infra.delta_errors import transient_reason
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def run_loop(
             if failures > 1:  # other credentials, yet the cycles keep failing: do not spin
                 stop.wait(_backoff(failures, max_error_backoff_seconds))
             continue
-        except FatalError:
+        except (FatalError, ConfigError):  # ConfigError: a mistake only a batch could show (exit 2)
             raise
         except Exception as exc:
             if once:

@@ -26,7 +26,15 @@ from deltalake import DeltaTable
 
 from s3events.infra.delta import open_table
 
-__all__ = ["DataFiles", "TableSnapshot", "commit_times", "data_files", "describe", "latest_row"]
+__all__ = [
+    "DataFiles",
+    "TableSnapshot",
+    "commit_times",
+    "data_files",
+    "describe",
+    "latest_row",
+    "recent_commits",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +120,15 @@ def commit_times(path: str, storage_options: Mapping[str, str], *, since: int) -
         if moment is not None:
             times[latest - offset] = moment
     return times
+
+
+def recent_commits(path: str, storage_options: Mapping[str, str], *, limit: int) -> list[dict[str, Any]]:
+    """The commitInfo of the newest `limit` commits, newest first, each with its "version" (empty
+    without a table). Reads one commit file per commit."""
+    table = open_table(path, storage_options)
+    if table is None:
+        return []
+    return [dict(info) for info in table.history(limit)]
 
 
 def latest_row(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from s3events.config.keys import CheckpointStrategy
-from s3events.errors import CheckpointError, CommitConflict, FatalError, S3EventsError
+from s3events.errors import CheckpointError, CommitConflict, ConfigError, FatalError, S3EventsError
 from s3events.infra.delta_errors import transient_reason
 from s3events.ingest.deletes import NO_DELETES
 from s3events.ingest.model import Batch, Checkpoint
@@ -132,7 +132,7 @@ class Ingest:
             name = state.spec.name
             try:
                 outcome = self._run_target(state, positions[name], changes)
-            except FatalError:
+            except (FatalError, ConfigError):  # a configuration mistake met at a first batch: exit 2
                 raise
             except Exception as exc:  # one failing target does not stop the others
                 reason = transient_reason(exc)
@@ -332,6 +332,8 @@ class Ingest:
             error_rows=output.errors.num_rows,
             rows_deleted=deleted,
             schema_changed=schema_changed(existing and existing.names, output.schema.names),
+            rows_filtered=output.filtered,
+            transform=output.transform,
         )
         version = self._commit(state, output, batch, summary)
         deletes = output.merge.deletes if spec.delete is not None and output.merge is not None else NO_DELETES

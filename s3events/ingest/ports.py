@@ -79,6 +79,8 @@ class ReadResult(Protocol):
     def fast_path_files(self) -> int: ...
     @property
     def filtered(self) -> int: ...
+    @property
+    def transform(self) -> str | None: ...  # the identity of the SQL that shaped the rows, if any
 
 
 class ReadBatch(Protocol):

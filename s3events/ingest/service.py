@@ -81,10 +81,12 @@ class SparkRead:
         return self._spark
 
     def _transform(self, spec: TargetSpec) -> Any:
+        from s3events.ingest.files.scratch import remove_left
         from s3events.ingest.files.transform import Transform
 
         if spec.name not in self._checked:
             self._checked[spec.name] = Transform(self.spark, self._transforms[spec.name])
+            remove_left(spec.path, self._aws)  # scratch folders of a run killed mid-batch
         return self._checked[spec.name]
 
     def __call__(self, batch: Batch, spec: TargetSpec, *, existing_schema: pa.Schema | None) -> ReadResult:
@@ -174,12 +176,14 @@ class IngestTotals:
     batches: int = 0
     rows: int = 0
     errors: int = 0
+    filtered: int = 0  # input rows the targets' transforms removed
     failed: dict[str, str] = field(default_factory=dict)  # targets whose latest cycle failed: why
 
     def add(self, result: IngestCycle) -> None:
         self.batches += len(result.batches)
         self.rows += sum(b.rows for b in result.batches)
         self.errors += sum(b.errors for b in result.batches)
+        self.filtered += sum(b.filtered for b in result.batches)
         # A target a later cycle ran without failing has recovered, with or without a batch to commit:
         # a commit whose answer was lost fails its cycle, and the next finds nothing left to do.
         for name in result.progress.keys() - result.failed.keys():

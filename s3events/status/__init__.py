@@ -49,7 +49,9 @@ JSON document (`--json`); times are ISO 8601 UTC strings ending in `Z`, absent v
       "error_table": TABLE,
       "last_error": null | {"error": "not valid JSON", "file": "s3://bucket/key", "line": 12,
                             "ingested_at": "..."},
-      "error": null                      # why the checkpoint could not be read
+      "error": null,                     # why the checkpoint could not be read
+      "transform": null | {"identity": "sha256:…", "rows_filtered": 3, "version": 12, "error": null}
+                                         # a target with a transform: its newest batch commit's record
     }
   ]
 }

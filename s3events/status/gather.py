@@ -14,6 +14,7 @@ from s3events.infra import aws, table_info
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.notify.lag import notify_problems
+from s3events.ingest.notify.model import BatchSummary
 from s3events.ingest.progress import first_unread, pending_after, stored_position
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.maintenance.model import APP_ID as MAINTAINED
@@ -21,9 +22,10 @@ from s3events.maintenance.model import SMALL_FRACTION
 from s3events.metadata.schema import BUCKET_FILE_BYTES
 from s3events.setup.command import static_links
 from s3events.status.catalog import catalog_problems
-from s3events.status.model import LastError, QueueStatus, Status, TableStatus, TargetStatus
+from s3events.status.model import LastError, QueueStatus, Status, TableStatus, TargetStatus, TransformStatus
 
 T = TypeVar("T")
+_TRANSFORM_COMMITS = 20  # newest commits searched for a batch's record of its transform
 
 _ERROR_COLUMNS = ("error", "_source_file", "_source_line", "_ingested_at")
 
@@ -268,7 +270,24 @@ def _target(
         error_table=error_table,
         last_error=last_error,
         error=error,
+        transform=_transform(spec, storage) if spec.transform_sql or spec.transform_sql_file else None,
     )
+
+
+def _transform(spec: TargetSpec, storage: dict[str, str]) -> TransformStatus:
+    """The newest batch commit's record of the transform, among the table's newest commits (maintenance
+    and error-table commits carry none)."""
+    commits, error = _attempt(lambda: table_info.recent_commits(spec.path, storage, limit=_TRANSFORM_COMMITS))
+    if error is not None:
+        return TransformStatus(None, None, None, error=error)
+    for info in commits or []:
+        summary = BatchSummary.from_commit(info)
+        if summary is not None and summary.transform is not None:
+            version = info.get("version")
+            return TransformStatus(
+                summary.transform, summary.rows_filtered, version if isinstance(version, int) else None
+            )
+    return TransformStatus(None, None, None)
 
 
 def _target_problems(target: TargetStatus, latest: int | None, max_lag: float) -> list[str]:

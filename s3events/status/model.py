@@ -39,6 +39,16 @@ class LastError:
 
 
 @dataclass(frozen=True, slots=True)
+class TransformStatus:
+    """A target's transform as its newest batch commit records it (None fields: no such commit read)."""
+
+    identity: str | None  # the SQL's hash (`transform.TransformSpec.identity`)
+    rows_filtered: int | None  # input rows that batch's SQL removed
+    version: int | None  # that commit's table version
+    error: str | None = None  # why the table's history could not be read
+
+
+@dataclass(frozen=True, slots=True)
 class TargetStatus:
     name: str
     checkpoint: Checkpoint | None
@@ -51,6 +61,7 @@ class TargetStatus:
     error_table: TableStatus
     last_error: LastError | None = None
     error: str | None = None  # why the checkpoint could not be read
+    transform: TransformStatus | None = None  # targets with transform.sql / transform.sql.file
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from s3events.status.model import Status, TableStatus
+from s3events.status.model import Status, TableStatus, TransformStatus
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -69,6 +69,14 @@ def status_document(status: Status) -> dict[str, Any]:
                     "ingested_at": _iso(t.last_error.ingested_at),
                 },
                 "error": t.error,
+                "transform": None
+                if t.transform is None
+                else {
+                    "identity": t.transform.identity,
+                    "rows_filtered": t.transform.rows_filtered,
+                    "version": t.transform.version,
+                    "error": t.transform.error,
+                },
             }
             for t in status.targets
         ],
@@ -174,6 +182,8 @@ def render_text(status: Status) -> str:
             for kind, table in (("table", t.table), ("error table", t.error_table)):
                 if not table.exists and not table.error:
                     notes.append(f"  {t.name}: {kind} {table.path} does not exist yet")
+            if t.transform is not None:
+                notes.append(f"  {t.name}: {_transform_note(t.transform)}")
         lines.append("")
         lines.extend(_aligned(rows))
         lines.extend(notes)
@@ -182,6 +192,17 @@ def render_text(status: Status) -> str:
         lines.append("problems:")
         lines.extend(f"  {problem}" for problem in status.problems)
     return "\n".join(lines)
+
+
+def _transform_note(transform: TransformStatus) -> str:
+    if transform.error:
+        return f"transform: cannot read the table's history: {transform.error}"
+    if transform.identity is None:
+        return "transform: no batch committed with it yet"
+    return (
+        f"transform {transform.identity}: the last batch (version {_cell(transform.version)}) "
+        f"filtered {transform.rows_filtered} row(s)"
+    )
 
 
 def _one_line(text: str, limit: int = 80) -> str:

@@ -1,10 +1,13 @@
 """Targets with a SQL transform, end to end on moto_server, local Spark and real delta-rs tables: the
 rows written are the transform's, partitioned by a column it derives, with the lineage the service
 carries; a file whose value fails the SQL lands as one error row while the others land; merge mode keys
-on a column the transform computes; SQL Spark refuses stops ingest before anything is written."""
+on a column the transform computes; SQL Spark refuses stops ingest before anything is written, at
+start-up or at the first batch; a killed run's scratch folder is removed by the next run."""
 
 from __future__ import annotations
 
+import os
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,10 @@ def test_a_transformed_target_holds_the_transform_s_rows_partitioned_by_a_derive
     capture(stack)
     path = str(tmp_path / "orders")
     conf = target_conf("o", path, "json", transform__sql=CAST_AND_DERIVE, partition__by="dt")
+    left = Path(path, "_s3events_staging", "src-0a1b", "part-0.parquet")  # a killed run's scratch rows
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"PAR1")
+    os.utime(left, (time.time() - 3 * 86400,) * 2)
 
     cycle = build_ingest(settings_for(stack, {"o": conf}), spark=spark).run_once()
 
@@ -60,8 +67,8 @@ def test_a_transformed_target_holds_the_transform_s_rows_partitioned_by_a_derive
     assert all(r["_ingested_at"] and r["_source_etag"] for r in rows)
     assert "note" not in rows[0]
     assert DeltaTable(path).metadata().partition_columns == ["dt"]
-    # nothing of the scratch rows is left behind or committed
-    assert not list(Path(path, "_s3events_staging").glob("src-*/*.parquet"))
+    # nothing of the scratch rows is left behind or committed, nor what a killed run had left
+    assert not list(Path(path, "_s3events_staging").glob("src-*/**/*.parquet"))
 
 
 def test_a_file_whose_value_fails_the_cast_is_one_error_row_and_the_rest_lands(
@@ -128,3 +135,23 @@ def test_sql_spark_refuses_stops_ingest_at_start_up_naming_the_key(
     ):
         build_ingest(settings_for(stack, {"o": conf}), spark=spark)
     assert not Path(tmp_path / "o").exists()
+
+
+def test_sql_that_does_not_analyse_against_the_first_batch_stops_ingest_naming_the_key(
+    make_stack: Any, s3: Any, spark: Any, tmp_path: Path, capfd: Any
+):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="in/a.json", Body=jsonl(ORDERS))
+    capture(stack)
+    path = tmp_path / "o"
+    sql = "SELECT id, CAST(price AS DOUBLE) AS price FROM src"  # the files have no `price`
+    settings = settings_for(stack, {"o": target_conf("o", str(path), "json", transform__sql=sql)})
+
+    with pytest.raises(ConfigError) as refused:  # the CLI's exit 2, as for start-up checks
+        run_ingest(settings, once=True, spark=spark)
+
+    message = str(refused.value)
+    assert message.startswith("s3events.ingest.target.o.transform.sql: [UNRESOLVED_COLUMN")
+    assert "\n" not in message
+    assert "at org.apache.spark" not in capfd.readouterr().err  # no JVM stack logged
+    assert not (path / "_delta_log").exists()  # no commit, no checkpoint: the next run starts over

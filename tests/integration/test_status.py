@@ -10,6 +10,8 @@ from deltalake import DeltaTable
 
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
+from s3events.ingest.files.transform import TransformSpec
+from s3events.ingest.files.transform_sql import statements
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.progress import pending_after
 from s3events.ingest.service import run_ingest
@@ -175,3 +177,36 @@ def test_messages_waiting_beside_a_metadata_table_idle_for_too_long_report_captu
     assert len(stalled) == 1 and later.exit_code == 1
     assert stalled[0].startswith("capture: 2 message(s) wait in the queue and the last commit was")
     assert "s3events.status.max.capture.stall.seconds" in stalled[0]
+
+
+def test_a_transformed_target_shows_its_sql_identity_and_the_rows_its_last_batch_filtered(
+    make_stack, s3, spark, tmp_path
+):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="t/1.json", Body=b'{"id": 1}\n{"id": null}\n{"id": 3}\n')
+    sql = "SELECT id FROM src WHERE id IS NOT NULL"
+    conf = stack.conf(
+        ingest__targets="t",
+        ingest__target__t__path=tmp_path / "t",
+        ingest__target__t__format="json",
+        ingest__target__t__transform__sql=sql,
+    )
+    run_capture(load_settings(None, conf), once=True)
+    settings = load_settings(None, conf)
+    settings.validate_for("ingest")
+    assert run_ingest(settings, once=True, spark=spark).filtered == 1
+    relaxed = [*conf, "s3events.status.max.lag.seconds=86400"]
+
+    _, doc = _status_json(relaxed)
+
+    [target] = doc["targets"]
+    identity = TransformSpec("any", tuple(statements(sql))).identity
+    assert target["transform"] == {
+        "identity": identity,
+        "rows_filtered": 1,
+        "version": DeltaTable(str(tmp_path / "t")).version(),
+        "error": None,
+    }
+    text = run_cli(["status", *_conf_args(relaxed)])
+    assert f"t: transform {identity}: the last batch (version" in text.stdout
+    assert "filtered 1 row(s)" in text.stdout

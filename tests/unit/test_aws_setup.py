@@ -112,6 +112,7 @@ S3_TARGET_OF_MODULE = {
     "s3events/infra/delta_log.py": "lake",  # maintenance reads the log's statistics as written
     "s3events/ingest/files/transform.py": "lake",  # a transform.sql.file kept beside the tables
     "s3events/ingest/rebuild.py": "lake",  # ingest --rebuild deletes a target's tables
+    "s3events/ingest/files/scratch.py": "lake",  # a killed run's scratch rows under a target
 }
 
 ALL = None  # every operation the module calls

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from s3events.errors import CheckpointError, CommitConflict, FatalError
+from s3events.errors import CheckpointError, CommitConflict, ConfigError, FatalError
 from s3events.ingest.cycle import Ingest, Target
 from s3events.ingest.feed import ChangeRows as Changes
 from s3events.ingest.model import Batch, Checkpoint, Deletion, FileRef, Limits, SnapshotRow
@@ -257,6 +257,7 @@ class FakeReadResult:
     failed_files: dict[str, str] = field(default_factory=dict)
     fast_path_files: int = 0
     filtered: int = 0
+    transform: str | None = None
 
     @property
     def rows(self) -> int:
@@ -440,6 +441,16 @@ def test_a_fatal_error_stops_the_cycle():
         lake.ingest(target("a", prefix="a/"), target("b", prefix="b/")).run_once()
 
     assert lake.tables["b"].commits == []
+
+
+def test_a_configuration_mistake_a_first_batch_shows_stops_the_cycle():
+    lake = Lake(FakeFeed([ref(0, "a/1.json"), ref(0, "b/1.json")]))
+    lake.read.broken["a"] = ConfigError("s3events.ingest.target.a.transform.sql", "no column `amount`")
+
+    with pytest.raises(ConfigError, match=r"transform\.sql"):
+        lake.ingest(target("a", prefix="a/"), target("b", prefix="b/")).run_once()
+
+    assert lake.tables["a"].commits == lake.tables["b"].commits == []
 
 
 def test_one_read_of_the_change_feed_serves_every_target_from_the_furthest_behind():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from s3events.errors import CredentialsRejected, FatalError, TransientError
+from s3events.errors import ConfigError, CredentialsRejected, FatalError, TransientError
 from s3events.runloop import StopFlag, run_loop
 
 
@@ -57,6 +57,14 @@ def test_fatal_error_ends_even_the_continuous_loop():
 
     with pytest.raises(FatalError):
         run_loop(step, once=False, is_idle=lambda r: r == 0, stop=StopFlag())
+
+
+def test_a_configuration_error_ends_even_the_continuous_loop():
+    def step() -> int:
+        raise ConfigError("s3events.ingest.target.o.transform.sql", "no column `amount`")
+
+    with pytest.raises(ConfigError):
+        run_loop(step, once=False, is_idle=lambda r: r == 0, stop=StopFlag(), max_error_backoff_seconds=0)
 
 
 def test_a_transient_failure_is_logged_in_one_line_without_a_traceback(caplog):

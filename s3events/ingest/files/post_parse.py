@@ -53,6 +53,7 @@ class ReadOutput:
     failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
     fast_path_files: int = 0  # input files the fast path read (the others took the line path)
     filtered: int = 0  # input rows the target's transform removed (a WHERE): counted, not errors
+    transform: str | None = None  # the identity of the transform's SQL (`TransformSpec.identity`)
     ignored_fields: tuple[str, ...] = ()  # new fields schema.evolution=ignore dropped
 
 

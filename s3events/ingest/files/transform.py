@@ -17,6 +17,7 @@ each batch's parsed rows.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,6 +48,13 @@ class TransformFailed(S3EventsError):
 class TransformSpec:
     key: str  # the key it came from, as written in the file (for every message about it)
     statements: tuple[str, ...]  # temporary views first, the query whose rows are written last
+
+    @property
+    def identity(self) -> str:
+        """Which SQL wrote a batch (its commit's info, `status`): a hash of the statements, so a changed
+        file or value shows as a new identity."""
+        digest = hashlib.sha256(";\n".join(self.statements).encode("utf-8")).hexdigest()
+        return f"sha256:{digest[:16]}"
 
 
 @dataclass(slots=True)
@@ -93,6 +101,8 @@ class Transform:
         self.spec = spec
         self._session = spark.newSession()
         self.removes_rows = True  # whether the last plan can drop an input row (a WHERE, a generator)
+        self.generates = True  # whether the last plan has a generator (an input row gives 0..n rows)
+        self._analysed = False  # whether the SQL has analysed against rows once (start-up or a batch)
 
     def check(self, schema: pa.Schema) -> pa.Schema:
         """The schema of the rows the transform writes for input rows of `schema`; ConfigError naming the
@@ -135,6 +145,23 @@ class Transform:
         src = self._session.createDataFrame(rows if rows.num_rows else [], schema=_spark_schema(rows.schema))
         return self.frame_of(src)
 
+    def _analyzed(self) -> Any:
+        """The query's analyzed plan over the `src` view. SQL that does not analyse against the first
+        rows it meets (start-up's declared schema, or the first batch's) is a configuration mistake:
+        ConfigError naming the key, before anything is written; later, rows that lack what the SQL
+        names fail the target (`isolate`), as the data's problem."""
+        *setup, query = self.spec.statements
+        try:
+            for statement in setup:
+                self._session.sql(statement)
+            analyzed = self._session.sql(query)._jdf.queryExecution().analyzed()
+        except Exception as exc:
+            if self._analysed or not about_the_sql(exc):
+                raise
+            raise ConfigError(self.spec.key, first_line(exc)) from exc
+        self._analysed = True
+        return analyzed
+
     def frame_of(self, src: Any) -> Any:
         """The transform's DataFrame over the DataFrame `src` (of `session`), its plan checked and its
         lineage carried."""
@@ -142,12 +169,10 @@ class Transform:
 
         session = self._session
         src.createOrReplaceTempView(SRC)
-        *setup, query = self.spec.statements
-        for statement in setup:
-            session.sql(statement)
-        analyzed = session.sql(query)._jdf.queryExecution().analyzed()
+        analyzed = self._analyzed()
         tree = _plan_node(analyzed)
         self.removes_rows = _holds(tree, {"Filter", "Generate"})
+        self.generates = _holds(tree, {"Generate"})
         reason = refusal(tree)
         if reason:
             raise ConfigError(self.spec.key, f"a transform must be row-wise, and this one has {reason}")

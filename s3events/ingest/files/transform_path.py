@@ -1,8 +1,10 @@
-"""Step 2 for a target with a SQL transform (`ingest/files/transform.py`): the batch's files are read by the
-same paths as any batch (fast and line, `dispatch.run_batch`) into a scratch directory under the
-target's staging prefix, never committed; those rows are `src`; the transform's rows, shaped by the
-post-parse stage (`_ingested_at`, the table's column order), are written by the
-executors into the target or reduced per record key for a MERGE. The scratch files are removed after.
+"""Step 2 for a target with a SQL transform (`ingest/files/transform.py`). `src` is the batch's rows parsed
+by the fast path and held by Spark (`transform_src`), or, for a batch the fast path cannot take whole,
+read by the same paths as any batch (fast and line, `dispatch.run_batch`) into a scratch directory
+under the target's staging prefix (`src-<id>`), never committed and removed after (or by the next
+start, `scratch.remove_left`, when the process died first). The transform's rows, shaped by the
+post-parse stage (`_ingested_at`, the table's column order), are written by the executors into the
+target or reduced per record key for a MERGE.
 
 A file whose rows make the transform fail at run time is found by halving the batch's files until it
 stands alone: it becomes one error row and the other files are written (`transform.first_line` of
@@ -12,8 +14,7 @@ Spark's message). A failure about the SQL itself, or one every file of the batch
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -25,7 +26,6 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from s3events.infra.aws import AwsOptions
 from s3events.infra.parquet_files import (
-    STAGING_DIR,
     WrittenFile,
     from_row,
     read_data_files,
@@ -33,17 +33,19 @@ from s3events.infra.parquet_files import (
     written_files_batch,
 )
 from s3events.ingest.files import latest_rows, post_parse
-from s3events.ingest.files.dispatch import run_batch
-from s3events.ingest.files.line_parse import arrow_schema
+from s3events.ingest.files.dispatch import fast_parser, run_batch
+from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import staged_rows, write_rows
 from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
+from s3events.ingest.files.scratch import new_scratch
 from s3events.ingest.files.transform import (
     Transform,
     TransformFailed,
     isolate,
     quiet_spark_errors,
 )
+from s3events.ingest.files.transform_src import ParsedSrc, conformed, parsed_src
 from s3events.ingest.model import Batch
 from s3events.ingest.target import TargetSpec
 
@@ -60,18 +62,44 @@ def run_transformed(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> ReadOutput:
-    scratch = f"{target.path.rstrip('/')}/{STAGING_DIR}/src-{uuid.uuid4().hex}"
+    scratch = new_scratch(target.path)
     as_src = replace(target, path=scratch, mode="append", partition_by=(), record_key=(), ordering_field=None)
+    size = sum(f.size or 0 for f in batch.files)
+    parsed = _parsed(transform, batch, as_src, aws, ingested_at)
+    if parsed is not None:
+        try:
+            read = ReadOutput(parsed.schema, ERROR_SCHEMA.empty_table(), fast_path_files=len(batch.files))
+            job = _Job(transform, target, read, parsed.frame, existing_schema, aws, ingested_at, size)
+            job.rows_by_file = parsed.rows_by_file
+            return _transformed(job, sorted(parsed.rows_by_file))
+        finally:
+            parsed.release()
     read = run_batch(spark, batch, as_src, existing_schema=None, aws=aws, ingested_at=ingested_at)
     try:
-        job = _Job(transform, target, read, scratch, existing_schema, aws, ingested_at)
-        with quiet_spark_errors():
-            results, failed = isolate(_sources(batch, read), job.run, key=transform.spec.key)
-        written = [f for files, _ in results for f in files]
-        merged = [table for _, tables in results for table in tables]
-        return job.output(written, merged, failed)
+        src = partial(_scratch_src, transform.session, read, scratch, aws)
+        job = _Job(transform, target, read, src, existing_schema, aws, ingested_at, size)
+        return _transformed(job, _sources(batch, read))
     finally:
         remove_data_files(scratch, read.files, aws)
+
+
+def _parsed(
+    transform: Transform, batch: Batch, as_src: TargetSpec, aws: AwsOptions, ingested_at: datetime
+) -> ParsedSrc | None:
+    """The batch's rows held by Spark as the fast path parsed them, when it can read the whole batch."""
+    declared = declared_schema(as_src)
+    parser = fast_parser(as_src, arrow_schema(declared) if declared is not None else None, None)
+    if parser is None:
+        return None
+    return parsed_src(transform.session, batch.files, as_src, parser=parser, aws=aws, ingested_at=ingested_at)
+
+
+def _transformed(job: _Job, sources: list[str]) -> ReadOutput:
+    with quiet_spark_errors():
+        results, failed = isolate(sources, job.run, key=job.transform.spec.key)
+    written = [f for files, _ in results for f in files]
+    merged = [table for _, tables in results for table in tables]
+    return job.output(written, merged, failed)
 
 
 def _sources(batch: Batch, read: ReadOutput) -> list[str]:
@@ -84,15 +112,17 @@ class _Job:
     transform: Transform
     target: TargetSpec
     read: ReadOutput
-    scratch: str
+    src: Callable[[list[str]], DataFrame]  # `src` for the rows of these source files
     existing: pa.Schema | None
     aws: AwsOptions
     ingested_at: datetime
+    size: int  # the batch's source bytes (sizes the files written)
+    rows_by_file: dict[str, int] | None = None  # src's rows per source file, when known
     schema: pa.Schema | None = None  # the target's schema after this batch
     filtered: int = 0
 
     def run(self, files: list[str]) -> tuple[list[WrittenFile], list[pa.Table]]:
-        src = self._src().where(F.col("_source_file").isin(files))
+        src = self.src(files)
         out = self.transform.frame_of(src)
         shaped = post_parse.finish_rows(out, ingested_at=self.ingested_at, existing=self.existing)
         schema = arrow_schema(shaped.schema)
@@ -106,26 +136,17 @@ class _Job:
         if self.target.mode == "merge":
             latest = post_parse.latest_per_key(shaped, self.target)
             return [], [staged_rows(latest, self.target, self.aws).cast(schema)]
-        size = sum(f.size for f in self.read.files)
-        written = write_rows(shaped, self.target, schema, self.aws, size)
-        self.filtered += self._removed(src, out)
+        written = write_rows(shaped, self.target, schema, self.aws, self.size)
+        self.filtered += self._removed(src, out, files, written)
         return written, []
 
-    def _src(self) -> DataFrame:
-        """The scratch files' rows as a DataFrame of the transform's session, read by the executors."""
-        session = self.transform.session
-        files = written_files_batch(self.read.files)
-        listing = session.createDataFrame(
-            pa.Table.from_batches([files]) if files.num_rows else [], schema=from_arrow_schema(files.schema)
-        )
-        read = partial(_read_scratch, table_uri=self.scratch, aws=self.aws, schema=self.read.schema)
-        tasks = max(1, min(len(self.read.files), session.sparkContext.defaultParallelism * 2))
-        return listing.repartition(tasks).mapInArrow(read, from_arrow_schema(self.read.schema))
-
-    def _removed(self, src: DataFrame, out: DataFrame) -> int:
-        """Input rows no output row came from (one more Spark job, for a plan that can remove rows)."""
+    def _removed(self, src: DataFrame, out: DataFrame, files: list[str], written: list[WrittenFile]) -> int:
+        """Input rows no output row came from: src's rows less those written when each input row gives
+        at most one (no generator) and src's counts are known; else one more Spark job."""
         if not self.transform.removes_rows:
             return 0
+        if self.rows_by_file is not None and not self.transform.generates:
+            return sum(self.rows_by_file[f] for f in files) - sum(f.num_records for f in written)
         keys = ["_source_file", "_source_line"]
         return int(src.select(*keys).join(out.select(*keys).distinct(), keys, "left_anti").count())
 
@@ -136,6 +157,7 @@ class _Job:
         errors = pa.concat_tables([self.read.errors, _error_rows(failed, self.ingested_at)])
         out = ReadOutput(schema=schema, errors=errors, failed_files={**self.read.failed_files, **failed})
         out.fast_path_files, out.filtered = self.read.fast_path_files, self.filtered
+        out.transform = self.transform.spec.identity
         if self.target.mode == "merge":
             rows = pa.concat_tables(merged) if merged else schema.empty_table()
             rows = latest_rows.latest(rows, self.target.record_key, self.target.ordering_field)
@@ -146,9 +168,24 @@ class _Job:
 
     def _schema_only(self) -> pa.Schema:
         """The target's schema after a batch none of whose rows were written (no Spark job)."""
-        out = self.transform.frame_of(self._src().limit(0))
+        out = self.transform.frame_of(self.src([]).limit(0))
         shaped = post_parse.finish_rows(out, ingested_at=self.ingested_at, existing=self.existing)
         return arrow_schema(shaped.schema)
+
+
+def _scratch_src(
+    session: SparkSession, read: ReadOutput, scratch: str, aws: AwsOptions, files: list[str]
+) -> DataFrame:
+    """The scratch files' rows of source `files` as a DataFrame of the transform's `session`, read by
+    the executors."""
+    listing = written_files_batch(read.files)
+    frame = session.createDataFrame(
+        pa.Table.from_batches([listing]) if listing.num_rows else [], schema=from_arrow_schema(listing.schema)
+    )
+    scan = partial(_read_scratch, table_uri=scratch, aws=aws, schema=read.schema)
+    tasks = max(1, min(len(read.files), session.sparkContext.defaultParallelism * 2))
+    rows = frame.repartition(tasks).mapInArrow(scan, from_arrow_schema(read.schema))
+    return rows.where(F.col("_source_file").isin(files))
 
 
 def _read_scratch(
@@ -157,16 +194,7 @@ def _read_scratch(
     for batch in batches:
         files = [from_row(row) for row in batch.to_pylist()]
         for table in read_data_files(table_uri, files, aws, schema=schema):
-            yield from _conformed(table, schema).to_batches()
-
-
-def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """A scratch file's rows under the batch's `src` schema: a column its file lacks is null."""
-    columns = [
-        table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+            yield from conformed(table, schema).to_batches()
 
 
 def _error_rows(failed: dict[str, str], ingested_at: datetime) -> pa.Table:
