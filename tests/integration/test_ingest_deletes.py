@@ -52,6 +52,7 @@ def test_dms_files_delete_update_and_insert_keys_on_both_read_paths(
     ingest = build_ingest(cdc_conf(stack, path, read_path), spark=spark)
     land(stack, s3, {"full/load.json": [{"id": i, "seq": 1, "v": f"v{i}", "Op": "I"} for i in (1, 2, 3)]})
     ingest.run_once()
+    assert _operation(path) == "WRITE"  # no delete in it: appended as new keys, without a MERGE
 
     land(
         stack,
@@ -69,6 +70,7 @@ def test_dms_files_delete_update_and_insert_keys_on_both_read_paths(
         },
     )
     (batch,) = ingest.run_once().batches
+    assert _operation(path) == "MERGE"
 
     rows = sorted((r["id"], r["seq"], r["v"]) for r in read_table(path))
     assert rows == [(1, 1, "v1"), (3, 2, "three"), (5, 4, "back")]
@@ -76,6 +78,12 @@ def test_dms_files_delete_update_and_insert_keys_on_both_read_paths(
     assert (batch.deletes, batch.deletes_noop) == (1, 2)
     assert "deletes=1 deletes_noop=2" in batch.log_line()
     assert not ingest.run_once().batches  # replay-safe: nothing left, nothing deleted twice
+
+
+def _operation(path: str) -> str:
+    from deltalake import DeltaTable
+
+    return str(DeltaTable(path).history(1)[0]["operation"])
 
 
 # -- the model ---------------------------------------------------------------------------------------------
