@@ -70,3 +70,10 @@ class DeleteCounts:
 
 
 NO_DELETES = DeleteCounts()
+
+
+def counted(flagged: pa.Table, removed: int) -> DeleteCounts:
+    """What a MERGE of `flagged` rows (`DeleteRule.flagged`) that removed `removed` target rows did with
+    their deletes."""
+    requested = int(pc.sum(flagged.column(FLAG)).as_py() or 0)
+    return DeleteCounts(removed, max(0, requested - removed))

@@ -4,11 +4,11 @@ checkpoint together (its error table: `error_table`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.table import TableMerger
 
@@ -18,7 +18,7 @@ from s3events.infra.aws import StorageOptions, resolve
 from s3events.infra.delta_commit import check_transactions, commit_files, stored_transactions
 from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.checkpoint import app_ids, from_transactions, to_transactions
-from s3events.ingest.deletes import FLAG, DeleteCounts, DeleteRule
+from s3events.ingest.deletes import FLAG, DeleteRule, counted
 from s3events.ingest.merge_scope import holds_none_of, key_ranges, sql_string
 from s3events.ingest.model import Checkpoint, Deletion, FileRef
 from s3events.ingest.notify.model import BatchSummary, cursor_id
@@ -120,6 +120,25 @@ class TargetTable:
             rows = deletes.flagged(rows)
         matching = [f"t.`{k}` = s.`{k}`" for k in record_key]
         predicate = " AND ".join([*matching, *key_ranges(files, batch.keys, record_key)])
+        metrics = self._merge(table, rows, predicate, properties, _merge_clauses(ordering_field, deletes))
+        if deletes is not None:
+            batch.deletes = counted(rows, int(metrics.get("num_target_rows_deleted") or 0))
+        if not any(metrics.get(f"num_target_rows_{change}") for change in ("inserted", "updated", "deleted")):
+            # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
+            return self._commit_files(
+                [], schema=pa.schema(table.schema()), partition_by=partition_by, end=end, seen=seen
+            )
+        return int(table.version())
+
+    def _merge(
+        self,
+        table: DeltaTable,
+        rows: pa.Table,
+        predicate: str,
+        properties: CommitProperties,
+        clauses: Callable[[TableMerger], TableMerger],
+    ) -> dict[str, Any]:
+        """Run a MERGE of `rows` with its `clauses`; its metrics."""
         merger = table.merge(
             rows,
             predicate=predicate,
@@ -131,17 +150,7 @@ class TargetTable:
             post_commithook_properties=delta.AFTER_COMMIT,
         )
         with delta.committing(self.path, kind="target"):
-            metrics = _merge_clauses(merger, ordering_field, deletes).execute()
-        if deletes is not None:
-            requested = int(pc.sum(rows.column(FLAG)).as_py() or 0)
-            applied = int(metrics.get("num_target_rows_deleted") or 0)
-            batch.deletes = DeleteCounts(applied, max(0, requested - applied))
-        if not any(metrics.get(f"num_target_rows_{change}") for change in ("inserted", "updated", "deleted")):
-            # A MERGE that changes nothing makes no commit, so the checkpoint would not move: commit it alone.
-            return self._commit_files(
-                [], schema=pa.schema(table.schema()), partition_by=partition_by, end=end, seen=seen
-            )
-        return int(table.version())
+            return dict(clauses(merger).execute())
 
     def _append_new_keys(
         self,
@@ -307,19 +316,19 @@ class TargetTable:
 
 
 def _merge_clauses(
-    merger: TableMerger, ordering_field: str | None, deletes: DeleteRule | None
-) -> TableMerger:
+    ordering_field: str | None, deletes: DeleteRule | None
+) -> Callable[[TableMerger], TableMerger]:
     """The MERGE's actions: a held row is updated by a newer (or equal) ordering value, or removed by
     such a delete; a new key is inserted unless its latest row is a delete (which is then a no-op)."""
     newer = f"s.`{ordering_field}` >= t.`{ordering_field}`" if ordering_field else None
     if deletes is None:
-        return merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all()
+        return lambda merger: merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all()
     flag, unstored = f"s.`{FLAG}`", deletes.unstored()
 
     def both(*conditions: str | None) -> str:
         return " AND ".join(c for c in conditions if c)
 
-    return (
+    return lambda merger: (
         merger.when_matched_delete(predicate=both(flag, newer))
         .when_matched_update_all(predicate=both(f"NOT {flag}", newer), except_cols=unstored)
         .when_not_matched_insert_all(predicate=f"NOT {flag}", except_cols=unstored)
