@@ -48,6 +48,8 @@ class TargetSpec:
             "csv": self.csv_fast_path,
             "text": self.text_fast_path,
             "parquet": self.parquet_fast_path,
+            "avro": True,  # no switch: the fast path reads these as the Spark path does (whole_fast.py)
+            "orc": True,
         }.get(self.format, False)
 
     @property

@@ -4,6 +4,7 @@ schemas: pure functions, no Spark, no servers."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import fastavro
 import pyarrow as pa
@@ -151,3 +152,60 @@ def test_avro_types_spark_has_none_for_are_named(field_type, reason):
 
 def test_xml_options_default_to_spark_names():
     assert xml_format.XmlOptions.of({"ROWTAG": "r"}) == xml_format.XmlOptions("r", "_", "_VALUE", True)
+
+
+def _ref() -> Any:
+    from datetime import UTC, datetime
+
+    from s3events.ingest.model import FileRef
+
+    return FileRef("b", "k.avro", "e", None, 1, datetime(2026, 1, 1, tzinfo=UTC), "id", "created", 1)
+
+
+def test_avro_and_orc_fast_parsers_give_lineage_then_typed_columns_and_decline_broken_files():
+    import io
+    from decimal import Decimal
+
+    import pyarrow.orc as orc
+
+    from s3events.ingest.files.formats import orc_format
+    from s3events.ingest.files.formats.base import FileDeclined
+
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {
+                "name": "amount",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+            },
+        ],
+    }
+    sink = io.BytesIO()
+    fastavro.writer(
+        sink, fastavro.parse_schema(schema), [{"id": n, "amount": Decimal("1.50")} for n in range(3)]
+    )
+    parser = avro_format.fast_parser(None, declared=None, existing=pa.schema([("id", pa.int32())]))  # type: ignore[arg-type]
+    parsed = parser.parse(sink.getvalue(), _ref(), "e", {})
+    assert parsed.parts is not None
+    [part] = list(parsed.parts)
+    assert part.column_names[:4] == ["_source_file", "_source_etag", "_source_line", "_event_time"]
+    assert part.column("_source_line").to_pylist() == [0, 1, 2]
+    assert part.schema.field("id").type == pa.int32() and part.schema.field("amount").type == pa.decimal128(
+        9, 2
+    )
+    assert parser.parse(b"Obj\x01 not avro", _ref(), "e", {}).reason.startswith("not a readable Avro file")
+    cut = avro_format.fast_parser(
+        None, declared=None, existing=None
+    ).parse(  # type: ignore[arg-type]
+        sink.getvalue()[:-20], _ref(), "e", {}
+    )
+    with pytest.raises(FileDeclined, match="corrupt Avro data"):
+        list(cut.parts or [])
+    sink = io.BytesIO()
+    orc.write_table(pa.table({"id": [1, 2]}), sink)
+    orc_parser = orc_format.fast_parser(None, declared=None, existing=None)  # type: ignore[arg-type]
+    [part] = list(orc_parser.parse(sink.getvalue(), _ref(), "e", {}).parts or [])
+    assert part.column("id").to_pylist() == [1, 2]
+    assert orc_parser.parse(sink.getvalue()[:-9], _ref(), "e", {}).reason.startswith("not a readable ORC")

@@ -19,7 +19,14 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from s3events.infra.aws import AwsOptions
 from s3events.ingest.files import post_parse
 from s3events.ingest.files.fast_path import describe, run_fast
-from s3events.ingest.files.formats import csv_format, json_format, parquet_format, text_format
+from s3events.ingest.files.formats import (
+    avro_format,
+    csv_format,
+    json_format,
+    orc_format,
+    parquet_format,
+    text_format,
+)
 from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import run_line_path
@@ -35,6 +42,8 @@ _FAST_PARSERS: dict[str, Callable[..., FileParser | None]] = {
     "csv": csv_format.fast_parser,
     "text": text_format.fast_parser,
     "parquet": parquet_format.fast_parser,
+    "avro": avro_format.fast_parser,
+    "orc": orc_format.fast_parser,
 }
 
 __all__ = ["ReadOutput", "fast_parser", "run_batch"]

@@ -12,6 +12,7 @@ row. Why fastavro: docs/architecture.md ("Avro").
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Iterator
 from itertools import islice
@@ -22,6 +23,7 @@ import pyarrow as pa
 
 from s3events.errors import S3EventsError
 from s3events.infra.aws import AwsOptions
+from s3events.ingest.files.formats.whole_fast import Unreadable, WholeFileParser, known_of
 from s3events.ingest.files.formats.whole_file import WholeFileReader, schema_with_lineage, with_lineage
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.objects import (
@@ -32,6 +34,7 @@ from s3events.ingest.files.objects import (
     whole_source,
 )
 from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
 
 _PRIMITIVES = {
     "null": pa.null(),
@@ -150,22 +153,54 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _reader(source: IO[bytes]) -> tuple[Any, pa.Schema]:
+    """fastavro's reader of `source` and the columns its writer schema gives; UnsupportedAvro, or
+    anything the decoder raises on bytes that are not Avro."""
+    records = fastavro.reader(source)
+    built = arrow_type(records.writer_schema)
+    if not pa.types.is_struct(built):
+        raise UnsupportedAvro(f"the Avro schema is {built}, not a record")
+    if _zero_width(built):  # a lying block count would have fastavro make records of no bytes forever
+        raise UnsupportedAvro("records of no bytes (every field null)")
+    return records, pa.schema(list(built))
+
+
 def _open(file: FileRef, obj: S3Object) -> tuple[Any, pa.Schema]:
     source = whole_source(obj, codec_for_key(file.key), IN_MEMORY_PARQUET_BYTES)
     try:
-        records = fastavro.reader(cast(IO[bytes], source))
-        built = arrow_type(records.writer_schema)
+        return _reader(cast(IO[bytes], source))
     except UnsupportedAvro as exc:
         raise ObjectReadError(file.uri, f"Avro type not supported: {exc}") from exc
     except S3EventsError:
         raise
     except Exception as exc:  # hostile bytes raise anything from the decoder: the object's error row
         raise ObjectReadError(file.uri, f"not a readable Avro file: {type(exc).__name__}: {exc}") from exc
-    if not pa.types.is_struct(built):
-        raise ObjectReadError(file.uri, f"the Avro schema is {built}, not a record")
-    if _zero_width(built):  # a lying block count would have fastavro make records of no bytes forever
-        raise ObjectReadError(file.uri, "Avro records of no bytes (every field null) are not read")
-    return records, pa.schema(list(built))
+
+
+def _batches(records: Any, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The records as batches of Spark's types; _Corrupt saying after which record when they do not
+    decode (a corrupt or truncated block, a value that lies about its type)."""
+    target = pa.schema([f.with_type(spark_form(f.type)) for f in schema])
+    plain = _has_uuid(records.writer_schema)
+    row = 0
+    while True:
+        try:
+            chunk = list(islice(records, batch_rows))
+            if plain:
+                chunk = [_plain(r) for r in chunk]
+            batch = pa.RecordBatch.from_pylist(chunk, schema=schema).cast(target)
+        except S3EventsError:
+            raise
+        except Exception as exc:
+            raise _Corrupt(f"corrupt Avro data after record {row}: {type(exc).__name__}: {exc}") from exc
+        if not chunk:
+            return
+        yield batch
+        row += len(chunk)
+
+
+class _Corrupt(Exception):
+    pass
 
 
 def avro_schema(file: FileRef, aws: AwsOptions) -> pa.Schema:
@@ -183,27 +218,37 @@ def read_avro(file: FileRef, aws: AwsOptions, *, batch_rows: int = 65536) -> Ite
     obj = open_object(file, aws)
     try:
         records, schema = _open(file, obj)
-        target = pa.schema([f.with_type(spark_form(f.type)) for f in schema])
-        plain = _has_uuid(records.writer_schema)
         row = 0
-        while True:
-            try:
-                chunk = list(islice(records, batch_rows))
-                if plain:
-                    chunk = [_plain(r) for r in chunk]
-                batch = pa.RecordBatch.from_pylist(chunk, schema=schema).cast(target)
-            except S3EventsError:
-                raise
-            except Exception as exc:  # a corrupt or truncated block, a value that lies about its type
-                raise ObjectReadError(
-                    file.uri, f"corrupt Avro data after record {row}: {type(exc).__name__}: {exc}"
-                ) from exc
-            if not chunk:
-                return
-            yield with_lineage(batch, file, obj.etag, row)
-            row += len(chunk)
+        try:
+            for batch in _batches(records, schema, batch_rows):
+                yield with_lineage(batch, file, obj.etag, row)
+                row += batch.num_rows
+        except _Corrupt as exc:
+            raise ObjectReadError(file.uri, str(exc)) from exc
     finally:
         obj.close()
+
+
+def avro_batches(data: bytes, batch_rows: int = 65536) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The fast path's reading of a fetched object: its columns (Spark's types) and its batches."""
+    try:
+        records, schema = _reader(io.BytesIO(data))
+    except Exception as exc:  # as in _open: anything, on hostile bytes
+        raise Unreadable(f"not a readable Avro file: {type(exc).__name__}: {exc}") from exc
+    return pa.schema([f.with_type(spark_form(f.type)) for f in schema]), _fast(records, schema, batch_rows)
+
+
+def _fast(records: Any, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from _batches(records, schema, batch_rows)
+    except _Corrupt as exc:
+        raise Unreadable(str(exc)) from exc
+
+
+def fast_parser(
+    target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
+) -> WholeFileParser:
+    return WholeFileParser(known_of(existing), avro_batches)
 
 
 READER = WholeFileReader(schema=avro_schema, rows=read_avro)

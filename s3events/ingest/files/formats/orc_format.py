@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.orc as orc
 
 from s3events.infra.aws import AwsOptions
+from s3events.ingest.files.formats.whole_fast import Unreadable, WholeFileParser, known_of
 from s3events.ingest.files.formats.whole_file import WholeFileReader, schema_with_lineage, with_lineage
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.objects import (
@@ -24,6 +25,7 @@ from s3events.ingest.files.objects import (
     whole_source,
 )
 from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
 
 
 def _open(file: FileRef, obj: S3Object) -> orc.ORCFile:
@@ -62,6 +64,32 @@ def read_orc(file: FileRef, aws: AwsOptions, *, batch_rows: int = 65536) -> Iter
                 row += part.num_rows
     finally:
         obj.close()
+
+
+def orc_batches(data: bytes, batch_rows: int = 65536) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The fast path's reading of a fetched object: its columns and its batches, stripe by stripe."""
+    try:
+        orc_file = orc.ORCFile(pa.BufferReader(data))
+        schema = orc_file.schema
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise Unreadable(f"not a readable ORC file: {exc}") from exc
+    return schema, _stripes(orc_file, batch_rows)
+
+
+def _stripes(orc_file: orc.ORCFile, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    for stripe in range(orc_file.nstripes):
+        try:
+            rows = orc_file.read_stripe(stripe)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise Unreadable(f"corrupt ORC stripe {stripe}: {exc}") from exc
+        for start in range(0, rows.num_rows, batch_rows):
+            yield rows.slice(start, batch_rows)
+
+
+def fast_parser(
+    target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
+) -> WholeFileParser:
+    return WholeFileParser(known_of(existing), orc_batches)
 
 
 READER = WholeFileReader(schema=orc_schema, rows=read_orc)

@@ -136,6 +136,12 @@ class ParquetParser:
             raise FileDeclined(str(exc)) from exc
 
 
+def batch_types(known: pa.Schema, schema: pa.Schema) -> pa.Schema | str:
+    """The types the Spark path casts a file's columns to (the table's `known` ones, else Spark's for
+    the file's), or why it could give them otherwise; for every format read whole into columns."""
+    return ParquetParser(known)._types(schema)
+
+
 @lru_cache(
     maxsize=256
 )  # a conversion through Spark's types is costly per column (measured: docs/architecture.md)

@@ -1,0 +1,83 @@
+"""The fast path of formats read whole into columns besides Parquet (Avro, ORC): the object's batches
+typed and cast exactly as the Spark path (`parquet_format.read_on_spark`) would, then written by the task
+itself, without Spark's schema probe, read and write. A file the parser cannot give exactly so (not
+readable, corrupt in a later block or stripe, no rows, a type or name the Spark path treats otherwise)
+is declined and read by the Spark path, which records its error row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from s3events.ingest.files.formats.base import FileDeclined, ParsedFile
+from s3events.ingest.files.formats.parquet_format import batch_types, spark_keeps
+from s3events.ingest.files.lineage import FIXED, LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.model import FileRef
+
+
+class Unreadable(Exception):
+    """The bytes are not (or no longer) readable as the format: why, for the decline."""
+
+
+# bytes -> (the file's columns, its batches); raises Unreadable, also while iterating the batches
+Batches = Callable[[bytes], tuple[pa.Schema, Iterator[pa.RecordBatch]]]
+
+
+def known_of(existing: pa.Schema | None) -> pa.Schema:
+    """The table's data columns (the Spark path reads no declared schema for these formats)."""
+    return pa.schema([f for f in existing or [] if f.name not in FIXED])
+
+
+@dataclass(frozen=True, slots=True)
+class WholeFileParser:
+    known: pa.Schema
+    batches: Batches
+
+    @property
+    def schema_from_every_file(self) -> bool:
+        return True  # the Spark path unifies the schemas of all the batch's files at once
+
+    @property
+    def new_columns_sorted(self) -> bool:
+        return False
+
+    def keeps_type(self, t: pa.DataType) -> bool:
+        return spark_keeps(t)
+
+    def parse(
+        self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
+    ) -> ParsedFile:
+        try:
+            schema, batches = self.batches(data)
+        except Unreadable as exc:
+            return ParsedFile(None, str(exc))
+        typed = batch_types(self.known, schema)
+        if isinstance(typed, str):
+            return ParsedFile(None, typed)
+        return ParsedFile(None, parts=_parts(batches, typed, file, etag))
+
+
+def _parts(
+    batches: Iterator[pa.RecordBatch], typed: pa.Schema, file: FileRef, etag: str | None
+) -> Iterator[pa.Table]:
+    out = pa.schema([*LINEAGE_FIELDS, *typed])
+    row = 0
+    try:
+        for batch in batches:
+            try:  # the Spark path's cast; its failure fails that path too
+                columns = [
+                    c if c.type == f.type else c.cast(f.type, safe=False)
+                    for c, f in zip(batch.columns, typed, strict=True)
+                ]
+            except (pa.ArrowException, NotImplementedError) as exc:
+                raise FileDeclined(f"a value does not cast to the batch's type: {exc}") from exc
+            lineage = lineage_columns(file, etag, row, batch.num_rows)
+            yield pa.Table.from_arrays([*lineage, *columns], schema=out)
+            row += batch.num_rows
+    except Unreadable as exc:
+        raise FileDeclined(str(exc)) from exc
+    if row == 0:
+        raise FileDeclined("no rows")
