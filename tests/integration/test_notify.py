@@ -131,11 +131,16 @@ def test_sns_and_eventbridge_get_every_commit(landed, sqs, aws_options, spark, t
     assert published == len(expected)
 
 
-def test_an_unreachable_topic_does_not_stop_ingest_and_status_reports_the_lag(landed, spark, tmp_path):
+def test_an_unreachable_topic_does_not_stop_ingest_and_gets_every_commit_once_it_is_back(
+    landed, sqs, aws_options, spark, tmp_path
+):
+    from s3events.infra import aws
+
     path = str(tmp_path / "orders")
-    missing = "arn:aws:sns:us-east-1:123456789012:no-such-topic"
+    name = f"later-{uuid.uuid4().hex[:8]}"
+    topic = f"arn:aws:sns:us-east-1:123456789012:{name}"  # the local endpoint's account; not created yet
     conf = conf_for(
-        landed, path, notify__sns__topic__arn=missing, extra={"ingest__notify__max__lag__versions": 1}
+        landed, path, notify__sns__topic__arn=topic, extra={"ingest__notify__max__lag__versions": 1}
     )
 
     metrics = Metrics()
@@ -150,3 +155,16 @@ def test_an_unreachable_topic_does_not_stop_ingest_and_status_reports_the_lag(la
     status = gather_status(conf, now=datetime.now(UTC))
     assert status.exit_code == 1
     assert any("o: " in p and "not announced" in p for p in status.problems), status.problems
+
+    # the topic exists now: the next run (nothing left to ingest) announces every commit, in order
+    sns = aws.client(aws_options, "sns")
+    assert sns.create_topic(Name=name)["TopicArn"] == topic
+    queue, queue_arn = make_queue(sqs)
+    sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    run_ingest(conf, once=True, spark=spark)
+
+    assert [m["version"] for m in drain(sqs, queue)] == data_versions(path)
+    after = gather_status(conf, now=datetime.now(UTC)).problems
+    assert not any("not announced" in p for p in after), after  # the backlog's end is recorded

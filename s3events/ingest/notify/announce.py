@@ -4,7 +4,8 @@ Steps per target and cycle: 1 read the cursor (at start-up: the target table's `
 transaction, or, the first time, the version after the table's current one) → 2 read the commitInfo of
 the versions from the cursor on (a bounded window) → 3 send each summarised commit to each destination,
 in order, retried (tenacity); a destination that still fails stops there until the next cycle → 4 hand
-the new cursor to the target table, whose next commit records it. Nothing here ever fails a batch: every
+the new cursor to the target table, whose next commit records it (a backlog cleared in one cycle is
+recorded at once, in a commit of its own). Nothing here ever fails a batch: every
 error is logged, counted and retried next cycle.
 """
 
@@ -13,12 +14,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import pyarrow as pa
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
 from s3events.config import Settings, keys
 from s3events.infra import aws
-from s3events.infra.delta_commit import stored_transactions
+from s3events.infra.delta_commit import commit_files, stored_transactions
 from s3events.ingest.cycle import Target
 from s3events.ingest.notify.history import commit_infos
 from s3events.ingest.notify.metrics import NotifyMetrics
@@ -77,6 +80,10 @@ class Announcer:
             reraise=True,
         )
         self._cursor: Cursor | None = None
+        # Commits read by earlier cycles and not yet announced everywhere (a destination that is down
+        # would otherwise have the same commit files read again every cycle), and the last version read.
+        self._infos: dict[int, dict[str, Any]] = {}
+        self._read_through = -1
 
     def start(self) -> None:
         """Step 1: where announcing goes on (the stored cursor) or begins (the next version)."""
@@ -101,19 +108,46 @@ class Announcer:
             return result
         first, last = cursor.durable, min(latest, cursor.durable + WINDOW - 1)
         infos, result.lost = commit_infos(
-            self._table.path, self._table.handle.storage_options(), first=first, last=last
+            self._table.path,
+            self._table.handle.storage_options(),
+            first=max(first, self._read_through + 1),
+            last=last,
         )
+        self._infos.update((info["version"], info) for info in infos)
+        self._read_through = max(self._read_through, last)
         if result.lost:
             log.error(
                 "target %s: versions %s left the log before they were announced", self.name, result.lost
             )
-        pending = notices(self.name, self._table.path, infos, table_id=str(table.metadata().id))
+        held = [info for version, info in self._infos.items() if first <= version <= last]
+        pending = notices(self.name, self._table.path, held, table_id=str(table.metadata().id))
         for destination, send in self._sends.items():
             self._send_due(destination, send, cursor.due(destination, pending), result)
         cursor.settle(pending, last)
+        self._infos = {v: info for v, info in self._infos.items() if v >= cursor.durable}
         self._table.announced = cursor.durable  # recorded by the target's next commit
+        if len({n.version for n in pending if n.version < cursor.durable}) > 1:
+            try:  # a backlog cleared (an outage over): recorded now, or status would still see it
+                self._record()
+            except Exception as exc:  # the target's next commit records it anyway
+                log.warning("target %s: recording its notification cursor failed: %s", self.name, exc)
         result.lag = cursor.lag(pending) + (latest - last)
         return result
+
+    def _record(self) -> None:
+        """The cursor alone in a commit of its own (no data, nothing announced), only after a backlog."""
+        table = self._table.handle.latest()
+        assert table is not None and self._table.announced is not None
+        commit_files(
+            self._table.path,
+            [],
+            schema=pa.schema(table.schema()),
+            partition_by=table.metadata().partition_columns,
+            storage_options=self._table.handle.storage_options(),
+            transactions={cursor_id(self._table.app_id): self._table.announced},
+            custom_metadata={"s3events.writer": "ingest-notify"},
+            handle=self._table.handle,
+        )
 
     def _send_due(
         self, destination: Destination, send: Send, due: Sequence[CommitNotice], result: Announced
