@@ -17,7 +17,8 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,10 @@ class Stack:
             "s3events.aws.endpoint.url": self.endpoint_url,
             "s3events.aws.region": "us-east-1",
             "s3events.source.queue.url": self.queue_url,
-            "s3events.source.queue.long.poll.wait": "1",
+            # Short polls: moto delivers a notification during its PUT, so a message is visible at once,
+            # and a drained queue ends `capture --once` without a wait (a continuous run paces its idle
+            # cycles itself).
+            "s3events.source.queue.long.poll.wait": "0",
             "s3events.metadata.table.path": self.metadata_path,
         }
         base.update({"s3events." + k.replace("__", "."): str(v) for k, v in extra.items()})
@@ -153,8 +157,23 @@ TRICKY_KEYS = [
 ]
 
 
+# Concurrent requests to the worker's moto_server when a test lands many objects: it serves them on
+# threads, so 8 at a time take a fraction of the serial time (each PUT also delivers a notification).
+_PARALLEL_REQUESTS = 8
+
+
+def put_objects(s3: Any, bucket: str, bodies: Mapping[str, bytes]) -> None:
+    """PUT every `key: body` of `bodies` into `bucket`, several at a time (boto3 clients are thread-safe).
+    Each PUT delivers its notification as a serial PUT would; only their order among themselves varies."""
+    with ThreadPoolExecutor(_PARALLEL_REQUESTS) as pool:
+        for _ in pool.map(lambda kv: s3.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]), bodies.items()):
+            pass  # consumed, so a failed PUT raises here
+
+
 def write_metadata_version(stack: Stack, keys: Sequence[str], s3: Any) -> int:
-    """One metadata commit (one version) holding an event per key, as one capture batch would write it."""
+    """One metadata commit (one version) holding an event per key, as one capture batch would write it:
+    each object's etag and size as S3 holds them now (an event stating fewer bytes than the object holds
+    sends the file to the line path, as a forged event would)."""
     from datetime import UTC, datetime
 
     from deltalake import DeltaTable
@@ -164,11 +183,17 @@ def write_metadata_version(stack: Stack, keys: Sequence[str], s3: Any) -> int:
     from s3events.metadata.table import MetadataTable
 
     now = datetime.now(UTC)
+    with ThreadPoolExecutor(_PARALLEL_REQUESTS) as pool:
+        heads = list(pool.map(lambda key: s3.head_object(Bucket=stack.bucket, Key=key), keys))
     records = []
-    for key in keys:
-        etag = s3.head_object(Bucket=stack.bucket, Key=key)["ETag"].strip('"')
+    for key, head in zip(keys, heads, strict=True):
         event = ObjectEvent(
-            bucket=stack.bucket, key=key, event_name="ObjectCreated:Put", event_time=now, size=10, etag=etag
+            bucket=stack.bucket,
+            key=key,
+            event_name="ObjectCreated:Put",
+            event_time=now,
+            size=head["ContentLength"],
+            etag=head["ETag"].strip('"'),
         )
         records.append(EventRecord(event=event, source="sqs", captured_at=now, message_id=key))
     MetadataTable(stack.metadata_path, storage_options={}).commit(records, custom_metadata={})

@@ -19,7 +19,7 @@ from s3events.errors import CheckpointError
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.service import build_ingest, run_ingest
 from s3events.status.gather import gather_status
-from tests.conftest import Stack, read_table, write_metadata_version
+from tests.conftest import Stack, put_objects, read_table, write_metadata_version
 
 pytestmark = pytest.mark.integration
 
@@ -92,8 +92,8 @@ def test_one_version_of_500_files_in_batches_of_37_lands_every_line_once_across_
 ):
     stack = make_stack()
     keys = [f"bulk/{i:03d}.json" for i in range(500)]
-    for i, key in enumerate(keys):
-        s3.put_object(Bucket=stack.bucket, Key=key, Body=jsonl([{"file": i, "n": 0}, {"file": i, "n": 1}]))
+    bodies = {key: jsonl([{"file": i, "n": 0}, {"file": i, "n": 1}]) for i, key in enumerate(keys)}
+    put_objects(s3, stack.bucket, bodies)
     write_metadata_version(stack, keys, s3)
     target = str(tmp_path / "bulk")
     settings = settings_for(stack, {"b": target_conf("b", target, "json", max__files__per__batch=37)})

@@ -38,7 +38,7 @@ from s3events.events.record import EventRecord
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.target_table import TargetTable
 from s3events.metadata.table import MetadataTable
-from tests.conftest import REPO, Stack, read_table, run_cli, spark_env, write_metadata_version
+from tests.conftest import REPO, Stack, put_objects, read_table, run_cli, spark_env, write_metadata_version
 
 pytestmark = [pytest.mark.integration, pytest.mark.process]
 
@@ -46,9 +46,12 @@ VENV_BIN = Path(sys.executable).parent
 S3EVENTS = VENV_BIN / "s3events"
 SPARK_SUBMIT = VENV_BIN / "spark-submit"
 
-FILES = 120
+# Eight batches of five small files: room for a kill after the first commit or inside the fourth batch
+# with batches left for the resuming process. Each batch is a Spark job and a Delta commit in a child on
+# local[1], so its count, not its size, is what a run costs.
+FILES = 40
 LINES_PER_FILE = 3
-BATCH_FILES = 10
+BATCH_FILES = 5
 
 
 def _batches(files: int) -> int:
@@ -90,9 +93,8 @@ def _land_numbered_files(stack: Stack, s3: Any, files: int) -> int:
     boundary and checkpoints carry both a version and a position inside the next version.
     Returns the metadata table's latest version."""
     keys = [f"n/{i:03d}.json" for i in range(files)]
-    for i, key in enumerate(keys):
-        body = _jsonl([{"file": i, "n": n} for n in range(LINES_PER_FILE)])
-        s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
+    bodies = {key: _jsonl([{"file": i, "n": n} for n in range(LINES_PER_FILE)]) for i, key in enumerate(keys)}
+    put_objects(s3, stack.bucket, bodies)
     split = files * 6 // 10 + 5  # not a multiple of BATCH_FILES: one batch spans both versions
     write_metadata_version(stack, keys[:split], s3)
     return write_metadata_version(stack, keys[split:], s3)
@@ -214,7 +216,7 @@ def _assert_exactly_once_and_checkpointed(target: str, name: str, metadata_path:
 # ------------------------------------------------------------------------ 1. SIGKILL, resume, once
 
 
-# Two Spark processes and a dozen batches: well within 300 s on an idle machine, not on a busy one.
+# Two Spark processes and eight batches: well within 300 s on an idle machine, not on a busy one.
 @pytest.mark.chaos
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(
@@ -254,8 +256,9 @@ def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stac
     """A misconfiguration (two deployments of one target) must cost retries, never duplicate rows:
     a batch is committed only if the checkpoint it started from is still the one in the commit's own
     snapshot, and delta-rs refuses a concurrent commit of the same app transaction."""
+    files = 60  # twelve batches: both processes start their JVMs at once and still overlap on some
     stack = make_stack()
-    _land_numbered_files(stack, s3, FILES)
+    _land_numbered_files(stack, s3, files)
     target = str(tmp_path / "numbers")
     conf = _numbers_target(stack, target)
     logs = [tmp_path / f"ingest-{i}.log" for i in range(2)]
@@ -267,7 +270,7 @@ def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stac
 
     assert set(codes) <= {0, 1}, [log.read_text() for log in logs]
     assert finish.returncode == 0, finish.stderr
-    _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, FILES)
+    _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, files)
     refusal = re.compile("another|Concurrent transaction|move backwards")
     refused = [log for log in logs if refusal.search(log.read_text())]
     assert refused, "the two processes never overlapped on a batch: " + logs[0].read_text()[-2000:]
@@ -287,7 +290,7 @@ def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stac
 def test_stop_signal_finishes_the_batch_in_hand_exits_0_and_once_finishes_the_rest_exactly_once(
     make_stack, s3, tmp_path, children, signum
 ):
-    files = 30  # 3 batches: the signal lands in the 2nd (or just before it), the 3rd is left for --once
+    files = 15  # 3 batches: the signal lands in the 2nd (or just before it), the 3rd is left for --once
     stack = make_stack()
     _land_numbered_files(stack, s3, files)
     target = str(tmp_path / "numbers")
