@@ -71,6 +71,7 @@ def conf_for(stack, path: str, *, extra: dict[str, object] | None = None, **noti
     return settings_for(stack, {"o": target}, **(extra or {}))
 
 
+@pytest.mark.chaos
 def test_a_kill_between_commit_and_announcement_announces_exactly_the_missing_version(
     landed, sqs, spark, tmp_path
 ):
@@ -131,6 +132,7 @@ def test_sns_and_eventbridge_get_every_commit(landed, sqs, aws_options, spark, t
     assert published == len(expected)
 
 
+@pytest.mark.chaos
 def test_an_unreachable_topic_does_not_stop_ingest_and_gets_every_commit_once_it_is_back(
     landed, sqs, aws_options, spark, tmp_path
 ):
