@@ -43,7 +43,7 @@ def shared_stack(make_stack, s3):
 
 
 # Merge mode: the tasks' written rows are committed as they are when their keys are new.
-# A transformed batch: read into scratch files, transformed, written; a kill leaves only uncommitted files.
+# A transformed batch: parsed rows held by Spark, transformed, written; a kill leaves only uncommitted files.
 MODES = {
     "append": {},
     "merge": {"mode": "merge", "record__key": "file,n"},
