@@ -140,7 +140,9 @@ def test_append_target_partitioned_by_key_path_fields_evolving_with_an_error_tab
     run_ingest(settings, once=True, spark=spark)
 
     rows = assert_same_rows(delta_spark, target)
-    assert {r["src"] for r in rows} == set(SOURCES) and len(rows) == len(SOURCES) * 3 + 1
+    # key.columns undoes %XX in folder values as Spark's partition discovery does: src=%2F is "/"
+    assert {r["src"] for r in rows} == {"/" if s == "%2F" else s for s in SOURCES}
+    assert len(rows) == len(SOURCES) * 3 + 1
     assert [r["extra"] for r in rows if r["id"] == 100] == ["new"]
     assert all("extra" not in r for r in assert_same_rows(delta_spark, target, version=first))
     errors = assert_same_rows(delta_spark, target + "_errors")
