@@ -50,6 +50,7 @@ class TargetSpec:
             "parquet": self.parquet_fast_path,
             "avro": True,  # no switch: the fast path reads these as the Spark path does (whole_fast.py)
             "orc": True,
+            "binary": True,
         }.get(self.format, False)
 
     @property

@@ -26,6 +26,7 @@ from s3events.ingest.files.formats import (
     orc_format,
     parquet_format,
     text_format,
+    whole_fast,
 )
 from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
@@ -44,6 +45,7 @@ _FAST_PARSERS: dict[str, Callable[..., FileParser | None]] = {
     "parquet": parquet_format.fast_parser,
     "avro": avro_format.fast_parser,
     "orc": orc_format.fast_parser,
+    "binary": whole_fast.binary_fast_parser,
 }
 
 __all__ = ["ReadOutput", "fast_parser", "run_batch"]

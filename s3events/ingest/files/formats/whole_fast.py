@@ -1,4 +1,4 @@
-"""The fast path of formats read whole into columns besides Parquet (Avro, ORC): the object's batches
+"""The fast path of formats read whole into columns besides Parquet (Avro, ORC, binary): the object's batches
 typed and cast exactly as the Spark path (`parquet_format.read_on_spark`) would, then written by the task
 itself, without Spark's schema probe, read and write. A file the parser cannot give exactly so (not
 readable, corrupt in a later block or stripe, no rows, a type or name the Spark path treats otherwise)
@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
 from s3events.ingest.files.formats.base import FileDeclined, ParsedFile
 from s3events.ingest.files.formats.parquet_format import batch_types, spark_keeps
+from s3events.ingest.files.formats.whole_file import BINARY_SCHEMA
 from s3events.ingest.files.lineage import FIXED, LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
 
 
 class Unreadable(Exception):
@@ -35,6 +39,7 @@ def known_of(existing: pa.Schema | None) -> pa.Schema:
 class WholeFileParser:
     known: pa.Schema
     batches: Batches
+    raw: bool = False  # the Spark path reads the bytes as they are, whatever the key's extension
 
     @property
     def schema_from_every_file(self) -> bool:
@@ -50,6 +55,8 @@ class WholeFileParser:
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
+        if self.raw and codec_for_key(file.key) is not None:
+            return ParsedFile(None, "compressed by its key's extension (the Spark path keeps the bytes)")
         try:
             schema, batches = self.batches(data)
         except Unreadable as exc:
@@ -81,3 +88,19 @@ def _parts(
         raise FileDeclined(str(exc)) from exc
     if row == 0:
         raise FileDeclined("no rows")
+
+
+def binary_batches(data: bytes, *, max_bytes: int) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """A binary object as its one row (`content`, `size`); over `max_bytes`, the Spark path's error row."""
+    if len(data) > max_bytes:
+        raise Unreadable(f"{len(data)} bytes, over binary.max.bytes ({max_bytes})")
+    columns = [pa.array([data], pa.binary()), pa.array([len(data)], pa.int64())]
+    return BINARY_SCHEMA, iter([pa.record_batch(columns, schema=BINARY_SCHEMA)])
+
+
+def binary_fast_parser(
+    target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
+) -> WholeFileParser:
+    return WholeFileParser(
+        known_of(existing), partial(binary_batches, max_bytes=target.binary_max_bytes), raw=True
+    )
