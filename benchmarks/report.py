@@ -236,7 +236,8 @@ def ingest_cells(r: Record) -> list[str]:
 def freshness_cells(r: Record) -> list[str]:
     f, rate = r["figures"], r["params"]["rate"]
     return [
-        f"{rate:g} file{'' if rate == 1 else 's'}/s, SQS on {r['params']['sqs']}",
+        f"{rate:g} file{'' if rate == 1 else 's'}/s, SQS on {r['params']['sqs']}"
+        + (f", S3 on {r['params']['s3']}" if r["params"].get("s3", "moto") != "moto" else ""),
         str(f["files"]),
         f"{s(f['metadata_p50_s'])} / {s(f['metadata_p99_s'])}",
         f"{s(f['target_p50_s'])} / {s(f['target_p99_s'])}",
