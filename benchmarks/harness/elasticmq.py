@@ -16,17 +16,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
-import boto3
-import botocore.config
-import botocore.exceptions
-
-from benchmarks.harness.endpoints import LOCAL_ENV, die_with_parent, free_port, stop_process
-from benchmarks.harness.procs import rss_bytes
+from benchmarks.harness.endpoints import free_port
+from benchmarks.harness.server import ServerProcess, probe_client
 from s3events.errors import FatalError
 
 VERSION = "1.7.1"
@@ -103,24 +97,15 @@ def jars(cache: Path = CACHE) -> Path:
 
 
 @dataclass
-class ElasticMQ:
+class ElasticMQ(ServerProcess):
     """A running ElasticMQ server. Use as a context manager, or call start()/stop().
     `heap`: the JVM's -Xmx. Its queues live in memory: 100,000 S3 notifications waiting, the JVM's RSS was
     about 360 MiB; 300,000, 815 MiB."""
 
-    port: int = 0
-    log_path: Path | None = None
     heap: str = "2g"
-    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _config_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, init=False, repr=False)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+    name = "ElasticMQ"
 
     def start(self, *, timeout: float = 120.0) -> ElasticMQ:
         """Start the server and wait until it answers an SQS call (ListQueues); the JVM takes ~5 s to
@@ -132,60 +117,13 @@ class ElasticMQ:
         self._config_dir = tempfile.TemporaryDirectory(prefix="elasticmq-")
         config = Path(self._config_dir.name) / "elasticmq.conf"
         config.write_text(_CONFIG.format(port=self.port))
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._process = subprocess.Popen(
-            [
-                java,
-                f"-Xmx{self.heap}",
-                f"-Dconfig.file={config}",
-                "-cp",
-                f"{lib}{os.sep}*",
-                MAIN_CLASS,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-        probe = boto3.client(
-            "sqs",
-            endpoint_url=self.url,
-            region_name=LOCAL_ENV["AWS_REGION"],
-            aws_access_key_id=LOCAL_ENV["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_ENV["AWS_SECRET_ACCESS_KEY"],
-            config=botocore.config.Config(
-                connect_timeout=1, read_timeout=5, retries={"mode": "standard", "max_attempts": 1}
-            ),
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                code = self._process.returncode
-                self.stop()
-                raise FatalError(f"ElasticMQ exited at start-up with code {code}")
-            try:
-                probe.list_queues()
-                return self
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-                time.sleep(0.2)  # polling for readiness of a child process
-        self.stop()
-        raise FatalError(f"ElasticMQ did not answer ListQueues on {self.url} within {timeout:.0f}s")
-
-    def rss_mib(self) -> float:
-        """The server's resident memory (the JVM), MiB; nan when it is not running."""
-        held = rss_bytes(self._process.pid) if self._process else 0
-        return held / 2**20 if held else float("nan")
+        command = [java, f"-Xmx{self.heap}", f"-Dconfig.file={config}", "-cp", f"{lib}{os.sep}*", MAIN_CLASS]
+        probe = probe_client("sqs", self.url)
+        self._launch(command, probe.list_queues, "ListQueues", timeout=timeout, every=0.2)
+        return self
 
     def stop(self) -> None:
-        stop_process(self._process)  # the JVM's shutdown hook stops the server
-        self._process = None
+        super().stop()  # the JVM's shutdown hook stops the server
         if self._config_dir is not None:
             self._config_dir.cleanup()
             self._config_dir = None
-
-    def __enter__(self) -> ElasticMQ:
-        return self.start() if self._process is None else self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -21,17 +21,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
-import boto3
-import botocore.config
-import botocore.exceptions
-
-from benchmarks.harness.endpoints import LOCAL_ENV, die_with_parent, free_port, stop_process
-from benchmarks.harness.procs import rss_bytes
+from benchmarks.harness.endpoints import free_port
+from benchmarks.harness.server import ServerProcess, probe_client
 from s3events.errors import FatalError
 
 VERSION = "v1.2.0"
@@ -83,72 +77,19 @@ def binary(cache: Path = CACHE) -> Path:
 
 
 @dataclass
-class GoFakeS3:
+class GoFakeS3(ServerProcess):
     """A running gofakes3 (memory backend). Use as a context manager, or call start()/stop()."""
 
-    port: int = 0
-    log_path: Path | None = None
-    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+    name = "gofakes3"
+    stop_timeout = 10.0
 
     def start(self, *, timeout: float = 60.0) -> GoFakeS3:
         """Start the server and wait until it answers an S3 call (ListBuckets)."""
         program = binary()
         self.port = self.port or free_port()
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         command = [str(program), "-backend", "memory", "-host", f"127.0.0.1:{self.port}"]
         # it logs a line or two per LIST and PUT: only when a log is kept
         command += [] if self.log_path else ["-quiet"]
-        self._process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-        probe = boto3.client(
-            "s3",
-            endpoint_url=self.url,
-            region_name=LOCAL_ENV["AWS_REGION"],
-            aws_access_key_id=LOCAL_ENV["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_ENV["AWS_SECRET_ACCESS_KEY"],
-            config=botocore.config.Config(
-                connect_timeout=1, read_timeout=5, retries={"mode": "standard", "max_attempts": 1}
-            ),
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                code = self._process.returncode
-                self.stop()
-                raise FatalError(f"gofakes3 exited at start-up with code {code}")
-            try:
-                probe.list_buckets()
-                return self
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-                time.sleep(0.1)  # polling for readiness of a child process
-        self.stop()
-        raise FatalError(f"gofakes3 did not answer ListBuckets on {self.url} within {timeout:.0f}s")
-
-    def rss_mib(self) -> float:
-        """The server's resident memory, MiB (its memory backend holds every object); nan when stopped."""
-        held = rss_bytes(self._process.pid) if self._process else 0
-        return held / 2**20 if held else float("nan")
-
-    def stop(self) -> None:
-        stop_process(self._process, timeout=10)
-        self._process = None
-
-    def __enter__(self) -> GoFakeS3:
-        return self.start() if self._process is None else self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        probe = probe_client("s3", self.url)
+        self._launch(command, probe.list_buckets, "ListBuckets", timeout=timeout, every=0.1)
+        return self
