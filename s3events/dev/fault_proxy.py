@@ -274,7 +274,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_head(self, status: int, reason: str, headers: list[tuple[str, str]], length: int) -> None:
         self.send_response(status, reason)
         for name, value in headers:
-            if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+            if name.lower() == "content-length" and self.command == "HEAD":
+                length = int(value)  # a HEAD answer has no body: its length is the object's
+            elif name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
                 self.send_header(name, value)
         self.send_header("Content-Length", str(length))
         self.end_headers()
