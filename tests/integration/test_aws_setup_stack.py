@@ -37,6 +37,12 @@ def _deploy(aws_options: aws.AwsOptions, landing: str, lake: str) -> tuple[str, 
         "NotificationPrefix": PREFIX,
         "LakeBucketName": lake,
         "MaxReceiveCount": "3",
+        # Each notification grant is an `!If [..., statement, !Ref AWS::NoValue]` list item. CloudFormation
+        # drops a NoValue item; moto leaves a null statement and refuses the policy. With destinations
+        # set, moto deploys the grants; tests/unit/test_aws_setup.py evaluates both branches.
+        "NotifyTopicArns": "arn:aws:sns:us-east-1:123456789012:lake-commits",
+        "NotifyQueueArns": "arn:aws:sqs:us-east-1:123456789012:lake-commits",
+        "NotifyEventBusArns": "arn:aws:events:us-east-1:123456789012:event-bus/lake",
     }
     cfn.create_stack(
         StackName=stack,

@@ -741,3 +741,14 @@ def test_runbook_properties_block_is_the_shipped_example() -> None:
     blocks = re.findall(r"```properties\n(.*?)```", runbook, flags=re.S)
     shipped = (ROOT / "conf" / "production.example.properties").read_text(encoding="utf-8")
     assert blocks == [shipped]
+
+
+def test_without_notification_destinations_ingest_gets_no_notification_grant() -> None:
+    """The defaults (no destinations) drop the three conditional statements whole, leaving no null item."""
+    empty = {parameter: "" for parameter in NOTIFY_PARAMETERS.values()}
+    statements = Rendered(**empty).resources()["IngestPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert all(isinstance(s, dict) for s in statements)
+    actions = {a for s in statements for a in _as_list(s["Action"])}
+    assert not actions & {"sns:Publish", "sqs:SendMessage", "events:PutEvents"}
+    with_all = Rendered().resources()["IngestPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert len(with_all) == len(statements) + 3

@@ -62,3 +62,14 @@ def test_pure_module_imports_no_io_library(module: str) -> None:
         ).stdout.split()
     )
     assert not loaded & IO_LIBRARIES, f"{module} pulls in {sorted(loaded & IO_LIBRARIES)}"
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """The test folders are not packages: pytest imports a module by its basename, and a second
+    `test_x.py` in another folder fails collection ("import file mismatch") on a fresh checkout."""
+    from collections import Counter
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parents[1]
+    names = Counter(p.name for p in tests.rglob("test_*.py"))
+    assert [name for name, n in names.items() if n > 1] == []

@@ -120,20 +120,27 @@ class ParquetParser:
     def _parts(
         self, parquet: pq.ParquetFile, typed: pa.Schema, file: FileRef, etag: str | None
     ) -> Iterator[pa.Table]:
-        out = pa.schema([*LINEAGE_FIELDS, *typed])
         try:
             for row, batch in parquet_batches(parquet, self.batch_rows):
-                try:  # the Spark path's cast (_read_partition); its failure fails that path too
-                    columns = [
-                        c if c.type == f.type else c.cast(f.type, safe=False)
-                        for c, f in zip(batch.columns, typed, strict=True)
-                    ]
-                except (pa.ArrowException, NotImplementedError) as exc:
-                    raise FileDeclined(f"a value does not cast to the batch's type: {exc}") from exc
-                lineage = lineage_columns(file, etag, row, batch.num_rows)
-                yield pa.Table.from_arrays([*lineage, *columns], schema=out)
+                yield typed_part(batch, typed, file, etag, row)
         except CorruptParquetData as exc:
             raise FileDeclined(str(exc)) from exc
+
+
+def typed_part(
+    batch: pa.RecordBatch, typed: pa.Schema, file: FileRef, etag: str | None, row: int
+) -> pa.Table:
+    """A whole-file format's batch (rows from `row` on) as the Spark path gives it: lineage first, then
+    the columns cast to the batch's types (`_read_partition`'s cast; its failure fails that path too)."""
+    try:
+        columns = [
+            c if c.type == f.type else c.cast(f.type, safe=False)
+            for c, f in zip(batch.columns, typed, strict=True)
+        ]
+    except (pa.ArrowException, NotImplementedError) as exc:
+        raise FileDeclined(f"a value does not cast to the batch's type: {exc}") from exc
+    lineage = lineage_columns(file, etag, row, batch.num_rows)
+    return pa.Table.from_arrays([*lineage, *columns], schema=pa.schema([*LINEAGE_FIELDS, *typed]))
 
 
 def batch_types(known: pa.Schema, schema: pa.Schema) -> pa.Schema | str:

@@ -14,9 +14,9 @@ from functools import partial
 import pyarrow as pa
 
 from s3events.ingest.files.formats.base import FileDeclined, ParsedFile
-from s3events.ingest.files.formats.parquet_format import batch_types, spark_keeps
+from s3events.ingest.files.formats.parquet_format import batch_types, spark_keeps, typed_part
 from s3events.ingest.files.formats.whole_file import BINARY_SCHEMA
-from s3events.ingest.files.lineage import FIXED, LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
@@ -70,19 +70,10 @@ class WholeFileParser:
 def _parts(
     batches: Iterator[pa.RecordBatch], typed: pa.Schema, file: FileRef, etag: str | None
 ) -> Iterator[pa.Table]:
-    out = pa.schema([*LINEAGE_FIELDS, *typed])
     row = 0
     try:
         for batch in batches:
-            try:  # the Spark path's cast; its failure fails that path too
-                columns = [
-                    c if c.type == f.type else c.cast(f.type, safe=False)
-                    for c, f in zip(batch.columns, typed, strict=True)
-                ]
-            except (pa.ArrowException, NotImplementedError) as exc:
-                raise FileDeclined(f"a value does not cast to the batch's type: {exc}") from exc
-            lineage = lineage_columns(file, etag, row, batch.num_rows)
-            yield pa.Table.from_arrays([*lineage, *columns], schema=out)
+            yield typed_part(batch, typed, file, etag, row)
             row += batch.num_rows
     except Unreadable as exc:
         raise FileDeclined(str(exc)) from exc
