@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from s3events.ingest.files.fast_path import _table_schema
+from s3events.ingest.files.fast_path import table_schema
 from s3events.ingest.files.formats.json_format import fast_path_supports, parse_json_lines
 from tests.unit.conftest import file_ref
 
@@ -130,27 +130,27 @@ LINEAGE = [
 INGESTED = pa.field("_ingested_at", pa.timestamp("us", tz="UTC"))
 
 
-def test_table_schema_of_a_new_table_orders_columns_as_the_line_path_does():
+def testtable_schema_of_a_new_table_orders_columns_as_the_line_path_does():
     written = [
         pa.schema([*LINEAGE, ("b", pa.int64()), ("none", pa.null()), ("dt", pa.string()), INGESTED]),
         pa.schema([*LINEAGE, ("a", pa.string()), ("dt", pa.string()), INGESTED]),
     ]
-    schema = _table_schema(None, NONE, written, ("dt",))
+    schema = table_schema(None, NONE, written, ("dt",))
     assert schema is not None
     assert schema.names == [*(f.name for f in LINEAGE), "a", "b", "none", "dt", "_ingested_at"]
     assert schema.field("none").type == pa.string()  # all-null everywhere: string, like Spark
 
 
-def test_table_schema_keeps_existing_order_and_appends_new_columns():
+def testtable_schema_keeps_existing_order_and_appends_new_columns():
     existing = pa.schema([*LINEAGE, ("id", pa.int64()), INGESTED])
     written = [pa.schema([*LINEAGE, ("id", pa.int64()), ("new", pa.float64()), INGESTED])]
-    schema = _table_schema(existing, pa.schema([("id", pa.int64())]), written, ())
+    schema = table_schema(existing, pa.schema([("id", pa.int64())]), written, ())
     assert schema is not None and schema.names == [*existing.names, "new"]
 
 
-def test_table_schema_refuses_types_that_differ_between_tasks():
+def testtable_schema_refuses_types_that_differ_between_tasks():
     written = [
         pa.schema([*LINEAGE, ("x", pa.int64()), INGESTED]),
         pa.schema([*LINEAGE, ("x", pa.float64()), INGESTED]),
     ]
-    assert _table_schema(None, NONE, written, ()) is None
+    assert table_schema(None, NONE, written, ()) is None

@@ -79,7 +79,7 @@ def run_fast(
     written = [from_row(r) for r in rows if r["path"] is not None]
     ensure_accounted(rows, files, written, target=target.name, table_uri=target.path, aws=aws)
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
-    schema = _table_schema(
+    schema = table_schema(
         existing,
         parser.known,
         [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]],
@@ -87,7 +87,7 @@ def run_fast(
         sort_new=parser.new_columns_sorted,
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
-    whole_batch = _unsplittable(schema, existing, headers, bool(declined), parser)
+    whole_batch = unsplittable(schema, existing, headers, bool(declined), parser)
     failing = target.schema_evolution == "fail" and schema is not None and new_fields(schema.names, existing)
     if whole_batch is None and failing:
         whole_batch = "new fields under schema.evolution=fail (the line path names the first line)"
@@ -119,8 +119,7 @@ def _run_tasks(
     keep: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every task's result rows: from a Spark job, or from threads of the driver for a small batch."""
-    total = sum(f.size or 0 for f in files)
-    tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
+    tasks = task_count(spark, files)
     in_driver = driver_bytes(files) <= target.driver_read_max_bytes
     task = partial(
         fast_task,
@@ -147,7 +146,7 @@ def _run_tasks(
     return [row for batch in results for row in batch.to_pylist()]
 
 
-def _unsplittable(
+def unsplittable(
     schema: pa.Schema | None,
     existing: pa.Schema | None,
     headers: set[str],
@@ -221,6 +220,12 @@ def _sent(schema: pa.Schema, target: TargetSpec) -> list[str]:
     return [*target.record_key, target.delete.field]
 
 
+def task_count(spark: SparkSession, files: tuple[FileRef, ...]) -> int:
+    """Tasks for a batch read in Spark: one per `_TASK_BYTES` of source, at least one per core."""
+    total = sum(f.size or 0 for f in files)
+    return max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
+
+
 def driver_bytes(files: tuple[FileRef, ...]) -> int:
     """What reading `files` may hold in memory, as `driver.read.max.bytes` counts it (unknown sizes as 0)."""
     return sum(held_bytes(f) or 0 for f in files)
@@ -234,7 +239,7 @@ def _run_in_driver(task: TaskFunction, files: tuple[FileRef, ...], slices: int) 
         return list(pool.map(task, groups))
 
 
-def _table_schema(
+def table_schema(
     existing: pa.Schema | None,
     known: pa.Schema,
     written: list[pa.Schema],

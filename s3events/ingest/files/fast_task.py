@@ -9,8 +9,9 @@ group) declines the whole file and the task removes the data files it had writte
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
@@ -103,8 +104,8 @@ def fast_task(
     dropped: set[str] = set()  # new fields schema.evolution=ignore drops (`keep`)
     finish = partial(_finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped)
     remove = partial(remove_data_files, table_uri, options=aws)
-    with ThreadPoolExecutor(max_workers=_FETCH_AHEAD_MAX, thread_name_prefix="s3events-fetch") as pool:
-        for ref, fetched in _fetched_ahead(pool, refs, aws):
+    with contextlib.closing(fetched_ahead(refs, aws)) as objects:
+        for ref, fetched in objects:
             # A key that gives no columns is the line path's to record as an error row.
             unkeyed = key_columns.failure(ref.key) if key_columns is not None else None
             parsed = (
@@ -189,6 +190,12 @@ def take_parts(
     remove([from_row(r) for r in own if r.get("path") is not None])
     out.append({"event_id": ref.event_id, "reason": reason})
     return held - sum(t.nbytes for _, t in mine)
+
+
+def fetched_ahead(refs: list[FileRef], aws: AwsOptions) -> Generator[tuple[FileRef, Fetched], None, None]:
+    """`_fetched_ahead` on a pool of its own, shut down when the iteration ends or is closed."""
+    with ThreadPoolExecutor(max_workers=_FETCH_AHEAD_MAX, thread_name_prefix="s3events-fetch") as pool:
+        yield from _fetched_ahead(pool, refs, aws)
 
 
 def _fetched_ahead(

@@ -5,7 +5,7 @@ Each task fetches and parses its files as a fast-path task does (`fast_task`: th
 Arrow IPC, which Spark caches (`MEMORY_AND_DISK`, in the executors; recomputed from the objects, whose
 etags the fetch holds, if a block is lost). The driver collects only the small columns: what every task
 saw (the files it was given, the declined files, the CSV headers, each part's schema), and from them
-decides the batch's `src` schema as the fast path does (`fast_path._table_schema`). `src` is the cached
+decides the batch's `src` schema as the fast path does (`fast_path.table_schema`). `src` is the cached
 parts decoded under that schema (a `mapInArrow` in the transform's own session), filtered by file before
 decoding, so the halving search of `transform.isolate` decodes only the files it tries.
 
@@ -16,9 +16,8 @@ gives no columns) returns None: the caller reads it by the normal paths into a s
 
 from __future__ import annotations
 
-import math
+import contextlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -32,15 +31,14 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from s3events.errors import TransientError
 from s3events.infra.aws import AwsOptions
 from s3events.ingest.files import post_parse
-from s3events.ingest.files.fast_path import _table_schema, _unsplittable
-from s3events.ingest.files.fast_task import _FETCH_AHEAD_MAX, _fetched_ahead
+from s3events.ingest.files.fast_path import table_schema, task_count, unsplittable
+from s3events.ingest.files.fast_task import fetched_ahead
 from s3events.ingest.files.formats.base import FileDeclined, FileParser
 from s3events.ingest.files.frames import collected, files_frame
 from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
-_TASK_BYTES = 128 << 20  # source bytes per task, as the fast path's
 _PART_BYTES = 32 << 20  # Arrow bytes per cached row: far below Spark's and Arrow's 2 GiB bounds
 _PARTS = pa.schema(
     [
@@ -88,8 +86,7 @@ def parsed_src(
     do not account for every file (see `fast_path.ensure_accounted`)."""
     if post_parse.key_failures(files, target.key_columns):
         return None
-    total = sum(f.size or 0 for f in files)
-    tasks = max(spark.sparkContext.defaultParallelism, math.ceil(total / _TASK_BYTES))
+    tasks = task_count(spark, files)
     task = partial(
         _parse_task,
         aws=aws,
@@ -125,9 +122,9 @@ def _decided(
         return None
     schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in meta if r["schema"] is not None]
     keyed = target.key_columns.names if target.key_columns is not None else ()
-    schema = _table_schema(None, parser.known, schemas, keyed, sort_new=parser.new_columns_sorted)
+    schema = table_schema(None, parser.known, schemas, keyed, sort_new=parser.new_columns_sorted)
     headers = {str(r["header"]) for r in meta if r["header"] is not None}
-    if _unsplittable(schema, None, headers, False, parser) is not None:
+    if unsplittable(schema, None, headers, False, parser) is not None:
         return None
     assert schema is not None
     rows: dict[str, int] = {f.uri: 0 for f in files}
@@ -143,8 +140,8 @@ def _parse_task(
     """Inside a task: each file fetched ahead, parsed, finished, and handed on in parts."""
     given = list(refs)
     hints: dict[str, pa.DataType] = {}
-    with ThreadPoolExecutor(max_workers=_FETCH_AHEAD_MAX, thread_name_prefix="s3events-fetch") as pool:
-        for ref, fetched in _fetched_ahead(pool, given, aws):
+    with contextlib.closing(fetched_ahead(given, aws)) as objects:
+        for ref, fetched in objects:
             if fetched.data is None:
                 yield _row(declined=fetched.reason or "unreadable")
                 continue
