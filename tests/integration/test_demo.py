@@ -34,6 +34,25 @@ def uri(key: str) -> str:
     return f"s3://{BUCKET}/{key}"
 
 
+# Spark 4.2's executor heartbeater can call isZero on a cached plan's accumulator that is still being
+# deserialized (SPARK-59451, open upstream): Spark logs that NullPointerException with its Java stack and
+# stops heartbeats, which in local mode costs nothing (docs/runbook.md). Only that trace is Spark's own.
+SPARK_HEARTBEAT_RACE = "\tat org.apache.spark.sql.util.PartitionKeyedAccumulator.isZero("
+
+
+def stack_traces(stderr: str) -> list[list[str]]:
+    """Each Python traceback and Java stack in `stderr` (its lines), less SPARK_HEARTBEAT_RACE's."""
+    traces: list[list[str]] = []
+    current: list[str] = []
+    for line in [*stderr.splitlines(), ""]:
+        if line.startswith(("Traceback", "\tat ", "\t... ", "Caused by:")) or (current and line.startswith("  ")):
+            current.append(line)
+        elif current:
+            traces.append(current)
+            current = []
+    return [trace for trace in traces if not trace[0].startswith(SPARK_HEARTBEAT_RACE)]
+
+
 def test_demo_runs_capture_backfill_and_ingest_and_lands_every_line_once(tmp_path):
     data_dir = tmp_path / "demo"
     result = run_cli(["demo", "--data-dir", str(data_dir), "--files", str(FILES)], timeout=420)
@@ -83,7 +102,7 @@ def test_demo_runs_capture_backfill_and_ingest_and_lands_every_line_once(tmp_pat
     assert error["raw"] == MALFORMED_TEXT and error["error"] == "not valid JSON"
     assert summary["target orders error rows"] == "1" and summary["target readings error rows"] == "0"
     assert f"{uri(MALFORMED_KEY)} line {MALFORMED_LINE}: not valid JSON" in result.stdout
-    assert "Traceback" not in result.stderr and "\tat " not in result.stderr  # no stack traces
+    assert stack_traces(result.stderr) == []
     assert "INFO SparkContext" not in result.stderr  # Spark logs warnings and worse only
 
 
