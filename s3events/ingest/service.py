@@ -8,11 +8,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from s3events.catalog.service import build_sync
+from s3events.catalog.service import CatalogSync, build_sync
 from s3events.config import Settings, keys
 from s3events.infra import aws
 from s3events.ingest.cycle import Ingest, IngestCycle, Target
@@ -27,6 +28,7 @@ from s3events.runloop import StopFlag, run_loop
 if TYPE_CHECKING:
     from s3events.catalog.metrics import CatalogMetrics
     from s3events.ingest.metrics import IngestObserved
+    from s3events.ingest.notify.announce import Announcers
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +192,37 @@ class IngestTotals:
             self.failed.pop(name, None)
         self.failed.update(result.failed)
 
+    def summary(self) -> str:
+        failed = ",".join(sorted(self.failed)) or "none"
+        return (
+            f"cycles={self.cycles} batches={self.batches} rows={self.rows} error_rows={self.errors} "
+            f"failed_targets={failed}"
+        )
+
+
+def _step(
+    ingest: Ingest,
+    totals: IngestTotals,
+    *,
+    notify: Announcers,
+    metrics: IngestObserved | None,
+    catalog: CatalogSync | None,
+    housekeeping: Callable[[], object] | None,
+) -> IngestCycle:
+    """One cycle, then what follows its commits; notify and catalog failures are logged and counted,
+    never raised. Housekeeping runs here, in this thread: it never races this process's own commits."""
+    result = ingest.run_once()
+    if notify:
+        notify.announce()
+    if metrics is not None:
+        metrics.ingest.record(result, now=time.time())
+    totals.add(result)
+    if catalog is not None:
+        catalog.after_cycle(b.target for b in result.batches if b.version is not None)
+    if housekeeping is not None:
+        housekeeping()
+    return result
+
 
 def run_ingest(
     settings: Settings,
@@ -231,19 +264,9 @@ def run_ingest(
     if metrics is not None:
         metrics.ingest.declare(ingest.target_names)
 
-    def step() -> IngestCycle:
-        result = ingest.run_once()
-        if notify:
-            notify.announce()  # after the cycle's commits; a failure is logged and counted, never raised
-        if metrics is not None:
-            metrics.ingest.record(result, now=time.time())
-        totals.add(result)
-        if catalog is not None:  # after the cycle's commits; a failure is logged and counted, never raised
-            catalog.after_cycle(b.target for b in result.batches if b.version is not None)
-        if housekeeping is not None:
-            housekeeping()  # between cycles, in this thread: never races this process's own commits
-        return result
-
+    step = partial(
+        _step, ingest, totals, notify=notify, metrics=metrics, catalog=catalog, housekeeping=housekeeping
+    )
     totals.cycles = run_loop(
         step,
         once=once,
@@ -253,12 +276,5 @@ def run_ingest(
         wait_for_work=wait_for_work,
         renew_credentials=aws.renew_credentials,  # rotated keys: the chain again, once, at once
     )
-    log.info(
-        "ingest finished: cycles=%d batches=%d rows=%d error_rows=%d failed_targets=%s",
-        totals.cycles,
-        totals.batches,
-        totals.rows,
-        totals.errors,
-        ",".join(sorted(totals.failed)) or "none",
-    )
+    log.info("ingest finished: %s", totals.summary())
     return totals

@@ -99,6 +99,15 @@ def _utc(moment: Any) -> datetime | None:
     return moment.astimezone(UTC) if isinstance(moment, datetime) else None
 
 
+def _link_problems(settings: Settings) -> list[str]:
+    """The notification path `s3events setup` made (when configured): a broken link is silence, not
+    errors."""
+    links, error = _attempt(lambda: static_links(settings))
+    if error is not None:
+        return [f"notification path: cannot check it: {error}"]
+    return [f"notification path: {link.name}: {link.problem}" for link in links or [] if not link.ok]
+
+
 def gather_status(settings: Settings, *, now: datetime) -> Status:
     """Read everything `s3events status` reports. Reads only; every failure is reported, not raised
     (configuration errors excepted: ConfigError for an incomplete target)."""
@@ -131,11 +140,7 @@ def gather_status(settings: Settings, *, now: datetime) -> Status:
 
     max_stall = settings.get(keys.STATUS_MAX_CAPTURE_STALL_SECONDS)
     problems.extend(_capture_problems(queue, metadata, quarantine, now, max_stall))
-    # The notification path `s3events setup` made (when configured): a broken link is silence, not errors.
-    links, links_error = _attempt(lambda: static_links(settings))
-    if links_error is not None:
-        problems.append(f"notification path: cannot check it: {links_error}")
-    problems.extend(f"notification path: {link.name}: {link.problem}" for link in links or [] if not link.ok)
+    problems.extend(_link_problems(settings))
     problems.extend(catalog_problems(settings, storage))  # entries missing, elsewhere or behind
 
     specs = target_specs(settings)
