@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from s3events.config.column_types import ColumnTypesType, NamedGroupsPattern
+from s3events.config.ddl_schema import DdlColumnsType
 from s3events.config.registry import NAME_PATTERN, Key, Registry, SettingsView
 from s3events.config.value_types import (
     BoolType,
@@ -118,6 +119,9 @@ __all__ = [
     "TARGET_RECORD_KEY",
     "TARGET_SCHEMA",
     "TARGET_SCHEMA_EVOLUTION",
+    "TARGET_SCHEMA_FILE",
+    "TARGET_SCHEMA_HINTS",
+    "TARGET_SCHEMA_INFER_TYPES",
     "TARGET_TEXT_FAST_PATH",
     "TARGET_TRANSFORM_SQL",
     "TARGET_TRANSFORM_SQL_FILE",
@@ -502,6 +506,31 @@ TARGET_SCHEMA_EVOLUTION: Key[SchemaEvolution] = _target(
     doc="What a field the target's table lacks does once the table exists: add = a new column; fail = "
     "the batch commits nothing and the target fails, naming the file, line and field (the next run starts "
     "at the same checkpoint); ignore = the field is dropped (counted in the batch's log line).",
+)
+TARGET_SCHEMA_HINTS: Key[Mapping[str, str]] = _target(
+    "schema.hints",
+    type=DdlColumnsType(),
+    default=_NO_OPTIONS,
+    doc="Types of some columns in Spark DDL, e.g. amount DECIMAL(18,2), tags MAP<STRING,STRING> (json and "
+    "csv): the named columns take these types (json: they exist from the first batch; csv: where a header "
+    "names them), the others are inferred; a value that does not cast to its column's type is a misfit "
+    "(see schema.evolution). A column the table already has keeps its type. With schema or schema.file, "
+    "a hint replaces or adds that column there.",
+)
+TARGET_SCHEMA_INFER_TYPES: Key[bool] = _target(
+    "schema.infer.types",
+    type=BoolType(),
+    default=True,
+    doc="false = every inferred column is STRING (json and csv): JSON strings, integers and booleans as "
+    "written, other numbers as Spark prints them, objects and arrays as their JSON text; schema.hints "
+    "still apply.",
+)
+TARGET_SCHEMA_FILE: Key[str | None] = _target(
+    "schema.file",
+    type=StrType(),
+    doc="A file (local path or s3://bucket/key) declaring the records' columns, read at start-up: an Avro "
+    "schema (.avsc, or text starting with '{') whose record fields become the columns, or a Spark DDL "
+    "column list; instead of schema.",
 )
 TARGET_TRANSFORM_SQL: Key[str | None] = _target(
     "transform.sql",

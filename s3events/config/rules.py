@@ -105,6 +105,29 @@ def _key_column_types_name_key_columns(settings: Values) -> None:
                 )
 
 
+_INFERRING_FORMATS = ("json", "csv")
+
+
+def _schema_keys_fit(settings: Values) -> None:
+    """schema.hints and schema.infer.types type what inference gives, which only json and csv have; a
+    target's columns are declared once (schema or schema.file)."""
+    for target in settings.targets:
+        fmt = settings.get_for(target, keys.TARGET_FORMAT)
+        for key, unset in ((keys.TARGET_SCHEMA_HINTS, {}), (keys.TARGET_SCHEMA_INFER_TYPES, True)):
+            if settings.get_for(target, key) != unset and fmt not in _INFERRING_FORMATS:
+                raise ConfigError(
+                    key.concrete(target),
+                    f"types inferred columns, which {keys.TARGET_FORMAT.concrete(target)}={fmt} has not: "
+                    f"it applies to {', '.join(_INFERRING_FORMATS)}",
+                )
+        if settings.get_for(target, keys.TARGET_SCHEMA) and settings.get_for(target, keys.TARGET_SCHEMA_FILE):
+            raise ConfigError(
+                keys.TARGET_SCHEMA_FILE.concrete(target),
+                f"set either {keys.TARGET_SCHEMA.concrete(target)} or "
+                f"{keys.TARGET_SCHEMA_FILE.concrete(target)}, not both",
+            )
+
+
 def _backfill_interval_needs_sources(settings: Values) -> None:
     if settings.get(keys.BACKFILL_INTERVAL_SECONDS) > 0 and not settings.get(keys.BACKFILL_SOURCES):
         raise ConfigError(
@@ -156,6 +179,7 @@ RULES: tuple[Rule, ...] = (
     Rule("key column types name key columns", frozenset({"ingest"}), _key_column_types_name_key_columns),
     Rule("backfill interval needs sources", frozenset({"capture"}), _backfill_interval_needs_sources),
     Rule("xml needs rowTag", frozenset({"ingest"}), _xml_needs_row_tag),
+    Rule("schema keys fit", frozenset({"ingest"}), _schema_keys_fit),
 )
 """Every cross-key rule and the commands it applies to."""
 

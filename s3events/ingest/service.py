@@ -21,6 +21,7 @@ from s3events.ingest.error_table import ErrorTable
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Batch
 from s3events.ingest.ports import Feed, ReadBatch, ReadResult
+from s3events.ingest.schema_file import with_schema_file
 from s3events.ingest.target import TargetSpec, target_specs
 from s3events.ingest.target_table import TargetTable
 from s3events.runloop import StopFlag, run_loop
@@ -136,7 +137,7 @@ class IngestPorts:
 def ingest_ports(settings: Settings, *, targets: tuple[str, ...] = (), spark: Any = None) -> IngestPorts:
     options = aws.options_from(settings)
     storage = aws.FreshStorageOptions(options)  # renewed while running
-    specs = target_specs(settings, targets)
+    specs = [with_schema_file(spec, options) for spec in target_specs(settings, targets)]  # read now
     return IngestPorts(
         feed=MetadataFeed(
             settings.require(keys.METADATA_TABLE_PATH), storage_options=storage, aws_options=options

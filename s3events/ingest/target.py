@@ -39,6 +39,9 @@ class TargetSpec:
     on_object_removed: keys.OnObjectRemoved = "ignore"
     transform_sql: str | None = None  # the transform.sql value (transform.TransformSpec reads both)
     transform_sql_file: str | None = None
+    schema_hints: Mapping[str, str] | None = None  # schema.hints: name -> canonical Spark DDL type
+    infer_types: bool = True  # schema.infer.types
+    schema_file: str | None = None  # schema.file, read into schema_ddl at start-up (schema_file.py)
 
     @property
     def fast_path(self) -> bool:
@@ -126,6 +129,9 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 on_object_removed=settings.get_for(name, keys.TARGET_ON_OBJECT_REMOVED),
                 transform_sql=settings.get_for(name, keys.TARGET_TRANSFORM_SQL),
                 transform_sql_file=settings.get_for(name, keys.TARGET_TRANSFORM_SQL_FILE),
+                schema_hints=settings.get_for(name, keys.TARGET_SCHEMA_HINTS) or None,
+                infer_types=settings.get_for(name, keys.TARGET_SCHEMA_INFER_TYPES),
+                schema_file=settings.get_for(name, keys.TARGET_SCHEMA_FILE),
             )
         )
     return specs

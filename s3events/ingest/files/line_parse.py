@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from s3events.config.ddl_schema import ddl_text
 from s3events.ingest.files.lineage import FIXED, LINEAGE
 from s3events.ingest.target import TargetSpec
 
@@ -18,11 +19,53 @@ CORRUPT = "_corrupt_record"
 
 
 def declared_schema(target: TargetSpec) -> T.StructType | None:
-    """The target's declared schema (`schema` key), a bare type as one column named `value`."""
+    """The target's declared schema (`schema`, or `schema.file` read at start-up), a bare type as one
+    column named `value`; `schema.hints` replace the types of the columns they name, or add them."""
     if not target.schema_ddl:
         return None
     parsed = T.StructType.fromDDL(target.schema_ddl)
-    return parsed if isinstance(parsed, T.StructType) else T.StructType([T.StructField("value", parsed)])
+    declared = parsed if isinstance(parsed, T.StructType) else T.StructType([T.StructField("value", parsed)])
+    hints = {f.name: f for f in hinted_fields(target)}
+    kept = [hints.pop(f.name, f) for f in declared.fields]
+    return T.StructType([*kept, *hints.values()])
+
+
+def hinted_fields(target: TargetSpec) -> list[T.StructField]:
+    """The columns `schema.hints` types, in the order written."""
+    if not target.schema_hints:
+        return []
+    parsed = T.StructType.fromDDL(ddl_text(target.schema_hints))
+    assert isinstance(parsed, T.StructType)  # a column list, validated at start-up (`ddl_schema`)
+    return list(parsed.fields)
+
+
+def typed_inferred(
+    target: TargetSpec, schema: T.StructType, existing: pa.Schema | None, *, by_position: bool
+) -> T.StructType:
+    """An inferred line schema under `schema.hints` and `schema.infer.types`: a column the table lacks
+    takes its hinted type, else STRING when inference is off (the fast path's parsers apply the same
+    rule). JSON (`by_position` false) also holds the hinted columns its lines lack, after the table's
+    columns and before the other new ones, as the fast path orders them; CSV's columns are its header's,
+    by position (a hinted column no header names is not added)."""
+    hints = {f.name: f for f in hinted_fields(target)}
+    if not hints and target.infer_types:
+        return schema
+    table = set(existing.names) if existing is not None else set()
+
+    def typed(f: T.StructField) -> T.StructField:
+        if f.name in table:
+            return f
+        if f.name in hints:
+            return hints[f.name]
+        return f if target.infer_types else T.StructField(f.name, T.StringType(), True)
+
+    fields = [typed(f) for f in schema.fields]
+    if by_position:
+        return T.StructType(fields)
+    first = [f for f in fields if f.name in table]
+    hinted = [f for name, f in hints.items() if name not in table]
+    rest = [f for f in fields if f.name not in table and f.name not in hints]
+    return T.StructType([*first, *hinted, *rest])
 
 
 def evolve(existing: pa.Schema | None, inferred: T.StructType) -> T.StructType:
