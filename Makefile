@@ -11,9 +11,11 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 # Parallel workers of `make test` / `make test-quick`, each with its own moto_server and Spark session
 # (~0.5-1 GB each). On 2 cores most of a test's time is waiting (child processes, JVM start-up, polls),
-# so more workers than cores pays.
+# so more workers than cores pays. One test at a time per worker (--maxschedchunk 1): with xdist's
+# default chunks the first worker was handed the first quarter of the longest-first order, every
+# multi-minute process test, and ran them one after another while the others finished early.
 WORKERS ?= 4
-XDIST := -n $(WORKERS) --dist load
+XDIST := -n $(WORKERS) --dist load --maxschedchunk 1
 
 .PHONY: demo test test-fast test-quick test-long lint venv clean
 
@@ -28,8 +30,9 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/s3events demo
 
+# --durations: every run (and CI) prints the slowest tests, for docs/development.md's table.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -m "not integration" tests/unit $(PYTEST_ARGS)

@@ -289,20 +289,58 @@ DELTA_SPARK: dict[str, Any] = {"wanted": False, "error": None}
 
 # The tiers whose tests take longest (child processes with JVMs of their own, delta-spark), first.
 _LONGEST_FIRST = ("cluster", "process", "chaos", "interop", "integration")
+# Modules whose tests share a module-scoped fixture that starts processes (a standalone cluster): run
+# first and next to each other, so xdist's first hand-out (two tests per worker) gives them to one worker
+# and the fixture starts once.
+_TOGETHER_FIRST = ("tests/integration/test_standalone_cluster.py::",)
+# Then the tests `make test --durations=25` shows slowest (several JVMs each, or hundreds of objects), by
+# node id prefix, slowest first; docs/development.md's table says why each is slow.
+_SLOWEST = (
+    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
+    "tests/integration/test_ingest_processes.py::test_two_ingest_processes_on_one_target",
+    "tests/integration/test_ingest_processes.py::test_stop_signal_finishes_the_batch_in_hand",
+    "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
+    "tests/interop/test_interop_pipeline.py::",
+    "tests/integration/test_fault_rate.py::",
+    "tests/integration/test_endpoint_outage.py::",
+    "tests/integration/test_prometheus.py::",
+    "tests/integration/test_ingest.py::test_one_version_of_500_files",
+    "tests/integration/test_object_lives.py::",
+)
 
 
-def _expected_length(item: pytest.Item) -> int:
-    return next(
+def _rank(item: pytest.Item, prefixes: Sequence[str]) -> int:
+    """len(prefixes) for the first prefix of `item`'s node id, down to 1 for the last; 0 for none."""
+    return next((len(prefixes) - n for n, prefix in enumerate(prefixes) if item.nodeid.startswith(prefix)), 0)
+
+
+def _expected_length(item: pytest.Item) -> tuple[int, int, int]:
+    tier = next(
         (len(_LONGEST_FIRST) - n for n, name in enumerate(_LONGEST_FIRST) if item.get_closest_marker(name)),
         0,
     )
+    return (_rank(item, _TOGETHER_FIRST), _rank(item, _SLOWEST), tier)
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Longest first (a stable sort: every xdist worker collects the same order), each test of a tier
+    in _LONGEST_FIRST followed by a unit test. A worker holds the test it runs and the next one (`--maxschedchunk 1`): that
+    next one is then a unit test of milliseconds, not a second long test waiting for the first to end
+    while another worker is idle."""
+    ranked = sorted(items, key=_expected_length, reverse=True)
+    together = [item for item in ranked if _rank(item, _TOGETHER_FIRST)]
+    long = [item for item in ranked[len(together) :] if any(_expected_length(item))]
+    short = [item for item in ranked[len(together) :] if not any(_expected_length(item))]
+    paired = [item for pair in zip(long, short, strict=False) for item in pair]
+    return together + paired + long[len(short) :] + short[len(long) :]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     DELTA_SPARK["wanted"] = any(item.get_closest_marker("interop") for item in items)
-    # Longest first (a stable sort: every xdist worker collects the same order), so the parallel run
-    # does not end with one worker on a multi-minute test while the others are idle.
-    items.sort(key=_expected_length, reverse=True)
+    if hasattr(config, "workerinput"):  # an xdist worker: `make test`'s schedule
+        items[:] = _longest_first(items)
+    else:  # one process: longest first; a module-scoped fixture starts once per module as before
+        items.sort(key=_expected_length, reverse=True)
 
 
 @pytest.fixture(scope="session")
