@@ -117,6 +117,7 @@ __all__ = [
     "TARGET_PATH",
     "TARGET_READER_OPTIONS",
     "TARGET_RECORD_KEY",
+    "TARGET_RESCUED_COLUMN",
     "TARGET_SCHEMA",
     "TARGET_SCHEMA_EVOLUTION",
     "TARGET_SCHEMA_FILE",
@@ -144,7 +145,7 @@ CheckpointStrategy = Literal["earliest", "latest"]
 TargetFormat = Literal["json", "csv", "parquet", "text", "avro", "orc", "xml", "binary"]
 TargetMode = Literal["append", "merge"]
 OnMissingObject = Literal["skip", "fail"]
-SchemaEvolution = Literal["add", "fail", "ignore"]
+SchemaEvolution = Literal["add", "rescue", "fail", "ignore"]
 OnObjectRemoved = Literal["ignore", "delete"]
 CatalogType = Literal["none", "glue", "hive"]
 
@@ -503,9 +504,19 @@ TARGET_SCHEMA_EVOLUTION: Key[SchemaEvolution] = _target(
     "schema.evolution",
     type=ChoiceType(get_args(SchemaEvolution)),
     default="add",
-    doc="What a field the target's table lacks does once the table exists: add = a new column; fail = "
-    "the batch commits nothing and the target fails, naming the file, line and field (the next run starts "
-    "at the same checkpoint); ignore = the field is dropped (counted in the batch's log line).",
+    doc="What a field the target's table lacks does once the table exists: add = a new column; rescue = "
+    "the table's columns never change, the field's value goes into the rescued column (rescued.column, "
+    "default _rescued_data), as does a value that does not fit its column; fail = the batch commits "
+    "nothing and the target fails, naming the file, line and field (the next run starts at the same "
+    "checkpoint); ignore = the field is dropped (counted in the batch's log line).",
+)
+TARGET_RESCUED_COLUMN: Key[str | None] = _target(
+    "rescued.column",
+    type=StrType(pattern=r"[A-Za-z_][A-Za-z0-9_]*", pattern_doc="a column name (letters, digits, _)"),
+    doc="json and csv: a string column holding, as one JSON object, the fields of a row that did not fit "
+    "(a value of the wrong type, and under schema.evolution=rescue a field the table lacks), instead of "
+    "an error row; null when nothing was rescued (unset = no such column, unless schema.evolution=rescue: "
+    "then _rescued_data).",
 )
 TARGET_SCHEMA_HINTS: Key[Mapping[str, str]] = _target(
     "schema.hints",

@@ -105,6 +105,64 @@ def _key_column_types_name_key_columns(settings: Values) -> None:
                 )
 
 
+_RESERVED_COLUMNS = ("_source_file", "_source_etag", "_source_line", "_event_time", "_ingested_at")
+_RESCUE_FORMATS = ("json", "csv")
+
+
+def _ddl_names(ddl: str) -> list[str]:
+    """The top-level column names of a DDL schema ('a INT, b STRUCT<c: INT>' -> a, b)."""
+    names, depth, start = [], 0, 0
+    for i, char in enumerate(ddl + ","):
+        depth += (char in "<(") - (char in ">)")
+        if char == "," and depth == 0:
+            names.append(ddl[start:i].strip().split(" ")[0].strip("`"))
+            start = i + 1
+    return [n for n in names if n]
+
+
+def _rescued_column_fits(settings: Values) -> None:
+    """The rescued column is a column of its own: no lineage, partition, key or declared column, and only
+    where the rows come from records whose fields it can hold (json, csv)."""
+    for target in settings.targets:
+        name = settings.get_for(target, keys.TARGET_RESCUED_COLUMN)
+        mode = settings.get_for(target, keys.TARGET_SCHEMA_EVOLUTION)
+        key = keys.TARGET_RESCUED_COLUMN.concrete(target)
+        if name is None and mode != "rescue":
+            continue
+        fmt = settings.get_for(target, keys.TARGET_FORMAT)
+        if fmt not in _RESCUE_FORMATS:
+            raise ConfigError(
+                keys.TARGET_SCHEMA_EVOLUTION.concrete(target) if name is None else key,
+                f"a rescued column holds record fields: it needs {keys.TARGET_FORMAT.concrete(target)} "
+                f"in {', '.join(_RESCUE_FORMATS)}, not {fmt}",
+            )
+        name = name or "_rescued_data"
+        pattern = settings.get_for(target, keys.TARGET_KEY_PATTERN)
+        taken = {
+            "a lineage column": _RESERVED_COLUMNS,
+            "Spark's corrupt-record column": ("_corrupt_record",),
+            f"named in {keys.TARGET_PARTITION_BY.concrete(target)}": settings.get_for(
+                target, keys.TARGET_PARTITION_BY
+            ),
+            f"named in {keys.TARGET_RECORD_KEY.concrete(target)}": settings.get_for(
+                target, keys.TARGET_RECORD_KEY
+            ),
+            f"a column of {keys.TARGET_SCHEMA.concrete(target)}": _ddl_names(
+                settings.get_for(target, keys.TARGET_SCHEMA) or ""
+            ),
+            "a key column": (
+                *(re.compile(pattern).groupindex if pattern else ()),
+                *settings.get_for(target, keys.TARGET_KEY_COLUMNS),
+            ),
+        }
+        for where, names in taken.items():
+            if name.lower() in {n.lower() for n in names}:
+                raise ConfigError(
+                    key,
+                    f"{name!r} is {where}; the rescued column needs a name of its own, e.g. _rescued_data",
+                )
+
+
 _INFERRING_FORMATS = ("json", "csv")
 
 
@@ -180,6 +238,7 @@ RULES: tuple[Rule, ...] = (
     Rule("backfill interval needs sources", frozenset({"capture"}), _backfill_interval_needs_sources),
     Rule("xml needs rowTag", frozenset({"ingest"}), _xml_needs_row_tag),
     Rule("schema keys fit", frozenset({"ingest"}), _schema_keys_fit),
+    Rule("rescued column fits", frozenset({"ingest"}), _rescued_column_fits),
 )
 """Every cross-key rule and the commands it applies to."""
 

@@ -35,6 +35,7 @@ class TargetSpec:
     partition_by: tuple[str, ...] = ()
     key_columns: KeyColumns | None = None  # columns from the object key (key.pattern, key.columns)
     schema_evolution: keys.SchemaEvolution = "add"
+    rescued_column: str | None = None  # rescued.column; _rescued_data under schema.evolution=rescue
     on_missing_object: keys.OnMissingObject = "skip"
     on_object_removed: keys.OnObjectRemoved = "ignore"
     transform_sql: str | None = None  # the transform.sql value (transform.TransformSpec reads both)
@@ -73,6 +74,11 @@ def _key_columns(settings: Settings, name: str) -> KeyColumns | None:
         types=tuple(settings.get_for(name, keys.TARGET_KEY_COLUMN_TYPES).items()),
         required=settings.get_for(name, keys.TARGET_KEY_COLUMNS_REQUIRED),
     )
+
+
+def _rescued_column(settings: Settings, name: str) -> str | None:
+    rescue = settings.get_for(name, keys.TARGET_SCHEMA_EVOLUTION) == "rescue"
+    return settings.get_for(name, keys.TARGET_RESCUED_COLUMN) or ("_rescued_data" if rescue else None)
 
 
 def _delete_rule(settings: Settings, name: str) -> DeleteRule | None:
@@ -125,6 +131,7 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 partition_by=settings.get_for(name, keys.TARGET_PARTITION_BY),
                 key_columns=_key_columns(settings, name),
                 schema_evolution=settings.get_for(name, keys.TARGET_SCHEMA_EVOLUTION),
+                rescued_column=_rescued_column(settings, name),
                 on_missing_object=settings.get_for(name, keys.TARGET_ON_MISSING_OBJECT),
                 on_object_removed=settings.get_for(name, keys.TARGET_ON_OBJECT_REMOVED),
                 transform_sql=settings.get_for(name, keys.TARGET_TRANSFORM_SQL),

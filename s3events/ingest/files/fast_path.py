@@ -83,12 +83,16 @@ def run_fast(
         existing,
         parser.known,
         [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]],
-        target.key_columns.names if target.key_columns is not None else (),
+        _last_columns(target),
         sort_new=parser.new_columns_sorted,
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
     whole_batch = unsplittable(schema, existing, headers, bool(declined), parser)
-    failing = target.schema_evolution == "fail" and schema is not None and new_fields(schema.names, existing)
+    failing = (
+        target.schema_evolution == "fail"
+        and schema is not None
+        and new_fields(schema.names, existing, target.rescued_column)
+    )
     if whole_batch is None and failing:
         whole_batch = "new fields under schema.evolution=fail (the line path names the first line)"
     merged: MergeInput | str | None = None
@@ -106,6 +110,12 @@ def run_fast(
     if isinstance(merged, MergeInput):  # the written files, if any, are the merge input's
         return FastResult([], schema, rest, reasons, merged, ignored)
     return FastResult(written, schema, rest, reasons, ignored_fields=ignored)
+
+
+def _last_columns(target: TargetSpec) -> tuple[str, ...]:
+    """The columns every task appends to the data columns, in this order (`post_parse.finish`)."""
+    keyed = target.key_columns.names if target.key_columns is not None else ()
+    return (*keyed, *((target.rescued_column,) if target.rescued_column is not None else ()))
 
 
 def _run_tasks(
@@ -137,6 +147,7 @@ def _run_tasks(
         stage=not in_driver,
         key_columns=target.key_columns,
         keep=keep,
+        rescued=target.rescued_column,
     )
     if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))

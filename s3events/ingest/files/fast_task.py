@@ -80,6 +80,7 @@ def fast_task(
     stage: bool = False,
     key_columns: KeyColumns | None = None,
     keep: frozenset[str] | None = None,
+    rescued: str | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
     file and per CSV header line seen. Merge mode (`record_key`): what is written is each flush's
@@ -102,7 +103,9 @@ def fast_task(
         stage=stage,
     )
     dropped: set[str] = set()  # new fields schema.evolution=ignore drops (`keep`)
-    finish = partial(_finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped)
+    finish = partial(
+        _finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped, rescued=rescued
+    )
     remove = partial(remove_data_files, table_uri, options=aws)
     with contextlib.closing(fetched_ahead(refs, aws)) as objects:
         for ref, fetched in objects:
@@ -143,9 +146,12 @@ def _finish(
     ingested_at: datetime,
     keep: frozenset[str] | None,
     dropped: set[str],
+    rescued: str | None = None,
 ) -> pa.Table:
     """`post_parse.finish`, noting the fields `keep` drops."""
-    finished = post_parse.finish(table, uri, key_columns=key_columns, ingested_at=ingested_at, keep=keep)
+    finished = post_parse.finish(
+        table, uri, key_columns=key_columns, ingested_at=ingested_at, keep=keep, rescued=rescued
+    )
     if keep is not None:
         given = {*table.column_names, *(key_columns.names if key_columns is not None else ())}
         dropped.update(given - set(finished.column_names))

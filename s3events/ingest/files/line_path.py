@@ -83,7 +83,9 @@ def run_line_path(
         unkeyed = post_parse.key_failures(files, target.key_columns)
         if target.key_columns is not None:
             good, bad = post_parse.with_key_rows(good, bad, files, target.key_columns, unkeyed)
-        good = post_parse.finish_rows(good, ingested_at=ingested_at, existing=existing_schema)
+        good = post_parse.finish_rows(
+            good, ingested_at=ingested_at, existing=existing_schema, rescued=target.rescued_column
+        )
         good, ignored = apply_contract(good, existing_schema, target)
         schema = arrow_schema(good.schema)
         errors, failed = post_parse.error_rows(bad, ingested_at)

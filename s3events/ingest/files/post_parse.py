@@ -4,6 +4,7 @@ receives, for both paths. Each rule is stated once here:
 - key columns (`key.pattern`, `key.columns`): the values `key_columns` takes from each object's key,
   added to its rows (a record field of the same name wins where it has a value); an object whose key
   fails is one whole-file error row (`key_failures`);
+- the rescued column (`rescue`), when the target has one, follows the data and key columns;
 - `_ingested_at` follows the data columns, one timestamp for the whole batch;
 - schema alignment: the table's columns first, in its order (absent ones as typed nulls), then new ones;
 - error rows: ERROR_SCHEMA, with the batch's `_ingested_at`; a row without a line number is a whole-file
@@ -30,7 +31,7 @@ from pyspark.sql.window import Window
 
 from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.error_table import ERROR_SCHEMA
-from s3events.ingest.files import latest_rows
+from s3events.ingest.files import latest_rows, rescue
 from s3events.ingest.files.key_columns import KeyColumns, object_key, with_key_columns
 from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.lineage import INGESTED_AT, TIMESTAMP, event_time
@@ -67,21 +68,30 @@ def finish(
     key_columns: KeyColumns | None,
     ingested_at: datetime,
     keep: frozenset[str] | None = None,
+    rescued: str | None = None,
 ) -> pa.Table:
     """The key's columns (`key_columns.with_key_columns`), only the columns in `keep` (None: all; see
-    `schema_contract.kept_columns`), and the ingestion time."""
+    `schema_contract.kept_columns`), the rescued column, and the ingestion time."""
     if key_columns is not None:
         table = with_key_columns(table, key_columns, object_key(uri))
     if keep is not None:
         table = table.select([name for name in table.column_names if name in keep])
+    if rescued is not None:
+        table = rescue.with_rescued(table, rescued)
     return table.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, TIMESTAMP), table.num_rows))
 
 
 # -- Spark: the line path's rows -------------------------------------------------------------------------
 
 
-def finish_rows(rows: DataFrame, *, ingested_at: datetime, existing: pa.Schema | None) -> DataFrame:
-    """The ingestion time, then the rows aligned to the table's schema."""
+def finish_rows(
+    rows: DataFrame, *, ingested_at: datetime, existing: pa.Schema | None, rescued: str | None = None
+) -> DataFrame:
+    """The rescued column last (null where nothing was rescued), the ingestion time, then the rows
+    aligned to the table's schema."""
+    if rescued is not None:
+        held = F.col(f"`{rescued}`") if rescued in rows.columns else F.lit(None).cast("string")
+        rows = rows.select(*[F.col(f"`{c}`") for c in rows.columns if c != rescued], held.alias(rescued))
     rows = rows.withColumn(INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
     return _aligned(rows, existing)
 

@@ -2,7 +2,9 @@
 does. `add` (the default) makes it a new column; `ignore` drops it, on both paths before anything is
 written (the fast path's tasks through `kept_columns`, the line path here); `fail` refuses the batch
 before it is written, naming the first file and line that hold the field (`refuse_new_fields`), and the
-target fails with nothing committed, so the next run starts at the same checkpoint.
+target fails with nothing committed, so the next run starts at the same checkpoint. `rescue` keeps the
+table's columns: the formats' parsers put such a field into the rescued column (`rescue`), which is the
+target's own column under every mode, never a new field.
 """
 
 from __future__ import annotations
@@ -28,22 +30,24 @@ def kept_columns(target: TargetSpec, existing: pa.Schema | None) -> frozenset[st
     """The columns a row may keep (`ignore` on an existing table: the table's), or None for all."""
     if target.schema_evolution != "ignore" or existing is None:
         return None
-    return frozenset([*existing.names, INGESTED_AT])
+    rescued = (target.rescued_column,) if target.rescued_column is not None else ()
+    return frozenset([*existing.names, INGESTED_AT, *rescued])
 
 
-def new_fields(names: Iterable[str], existing: pa.Schema | None) -> list[str]:
-    """The names a table lacks (none while it does not exist: the first batch defines it)."""
+def new_fields(names: Iterable[str], existing: pa.Schema | None, rescued: str | None = None) -> list[str]:
+    """The names a table lacks (none while it does not exist: the first batch defines it); the rescued
+    column is the target's own, never a new field."""
     if existing is None:
         return []
-    return [n for n in names if n not in existing.names and n != INGESTED_AT]
+    return [n for n in names if n not in existing.names and n not in (INGESTED_AT, rescued)]
 
 
 def apply_contract(
     rows: DataFrame, existing: pa.Schema | None, target: TargetSpec
 ) -> tuple[DataFrame, list[str]]:
     """The line path's rows under the contract, and the fields `ignore` dropped (`fail` raises)."""
-    new = new_fields(rows.columns, existing)
-    if not new or target.schema_evolution == "add":
+    new = new_fields(rows.columns, existing, target.rescued_column)
+    if not new or target.schema_evolution in ("add", "rescue"):
         return rows, []
     if target.schema_evolution == "fail":
         refuse_new_fields(rows, new, target)
