@@ -1,0 +1,221 @@
+"""Which path reads a whole-file object never shows in the target: hypothesis writes Avro, ORC and binary
+objects (columns that come and go and widen between files, logical types, nulls, gzip, no rows, cut
+short, not the format at all, over binary.max.bytes) and one batch of them read with the fast path
+(`dispatch.run_batch`: the task takes what it can give exactly as Spark would, the Spark path the rest)
+and with the Spark path alone (`line_path.run_line_path`, what a batch without a fast parser takes)
+must give the same schema, rows and error rows.
+
+XML and multi-line JSON/CSV have no fast path (their records are cut on the executors for Spark's
+parsers): there is nothing to compare; tests/unit/test_multi_line_records.py covers their cutting."""
+
+from __future__ import annotations
+
+import io
+import itertools
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+import pyarrow.orc as orc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from s3events.config import load_settings
+from s3events.infra import aws
+from s3events.ingest.files.dispatch import run_batch
+from s3events.ingest.files.line_parse import arrow_schema
+from s3events.ingest.files.line_path import run_line_path
+from s3events.ingest.files.lineage import INGESTED_AT as INGESTED_AT_COLUMN
+from s3events.ingest.files.lineage import LINEAGE_FIELDS, TIMESTAMP
+from s3events.ingest.model import Batch, Checkpoint
+from s3events.ingest.target import TargetSpec, target_specs
+from tests.integration.test_dispatch import _SETTINGS, INGESTED_AT, _bucket, _errors, _put, _rows
+
+pytestmark = pytest.mark.integration
+
+_RUNS = itertools.count()
+_BINARY_MAX = 600  # binary.max.bytes: some drawn objects are over it
+
+# -- Avro: a pool of fields, each file draws some of them, in its own order ---------------------------
+
+_DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}
+_AVRO_FIELDS: dict[str, list[tuple[Any, st.SearchStrategy[Any]]]] = {
+    # name -> the types a file may give it (widening between files: int/long, float/double), with values
+    "id": [("long", st.integers(-(2**63), 2**63 - 1)), ("int", st.integers(-(2**31), 2**31 - 1))],
+    "amount": [
+        ("double", st.floats(allow_nan=False, allow_infinity=False)),
+        ("float", st.floats(allow_nan=False, allow_infinity=False, width=32)),
+    ],
+    "name": [("string", st.text(max_size=5)), (["null", "string"], st.none() | st.text(max_size=5))],
+    "ok": [(["null", "boolean"], st.none() | st.booleans())],
+    "price": [(_DECIMAL, st.decimals(min_value=-(10**7), max_value=10**7, places=2, allow_nan=False))],
+    "day": [({"type": "int", "logicalType": "date"}, st.dates(date(1900, 1, 1), date(2200, 1, 1)))],
+    "at": [
+        (
+            {"type": "long", "logicalType": "timestamp-micros"},
+            st.datetimes(datetime(1970, 1, 1), datetime(2200, 1, 1), timezones=st.just(UTC)),
+        )
+    ],
+    "tags": [({"type": "array", "items": "string"}, st.lists(st.text(max_size=3), max_size=2))],
+    "color": [
+        ({"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}, st.sampled_from(["RED", "GREEN"]))
+    ],
+}
+
+
+@st.composite
+def avro_file(draw: st.DrawFn) -> bytes:
+    names = draw(st.lists(st.sampled_from(sorted(_AVRO_FIELDS)), min_size=1, max_size=4, unique=True))
+    chosen = [(n, *draw(st.sampled_from(_AVRO_FIELDS[n]))) for n in names]
+    schema = {"type": "record", "name": "Row", "fields": [{"name": n, "type": t} for n, t, _ in chosen]}
+    rows = draw(
+        st.lists(st.fixed_dictionaries({n: values for n, _, values in chosen}), min_size=1, max_size=4)
+    )
+    sink = io.BytesIO()
+    fastavro.writer(
+        sink, fastavro.parse_schema(schema), rows, codec=draw(st.sampled_from(["null", "deflate"]))
+    )
+    return _spoiled(draw, sink.getvalue())
+
+
+# -- ORC: a pool of columns as Arrow types ------------------------------------------------------------
+
+_ORC_COLUMNS: dict[str, list[tuple[pa.DataType, st.SearchStrategy[Any]]]] = {
+    "id": [(pa.int64(), st.integers(-(2**63), 2**63 - 1)), (pa.int32(), st.integers(-(2**31), 2**31 - 1))],
+    "amount": [(pa.float64(), st.floats(allow_nan=False, allow_infinity=False))],
+    "name": [(pa.string(), st.none() | st.text(max_size=5))],
+    "ok": [(pa.bool_(), st.none() | st.booleans())],
+    "price": [
+        (pa.decimal128(9, 2), st.decimals(min_value=-(10**6), max_value=10**6, places=2, allow_nan=False))
+    ],
+    "day": [(pa.date32(), st.none() | st.dates(date(1900, 1, 1), date(2200, 1, 1)))],
+    "tags": [(pa.list_(pa.string()), st.lists(st.text(max_size=3), max_size=2))],
+}
+
+
+@st.composite
+def orc_file(draw: st.DrawFn) -> bytes:
+    names = draw(st.lists(st.sampled_from(sorted(_ORC_COLUMNS)), min_size=1, max_size=4, unique=True))
+    chosen = [(n, *draw(st.sampled_from(_ORC_COLUMNS[n]))) for n in names]
+    count = draw(st.integers(1, 4))
+    table = pa.table(
+        {n: pa.array(draw(st.lists(values, min_size=count, max_size=count)), t) for n, t, values in chosen}
+    )
+    sink = io.BytesIO()
+    orc.write_table(table, sink)
+    return _spoiled(draw, sink.getvalue())
+
+
+def _spoiled(draw: st.DrawFn, data: bytes) -> bytes:
+    """The file as written, mostly; else cut short, emptied, or bytes of another format."""
+    kind = draw(st.sampled_from(["whole"] * 6 + ["cut", "empty", "garbage"]))
+    if kind == "cut":
+        return data[: draw(st.integers(0, max(len(data) - 1, 0)))]
+    if kind == "empty":
+        return b""
+    if kind == "garbage":
+        return draw(st.sampled_from([b'{"id": 1}\n', b"PAR1\x00\x00PAR1", b"Obj\x01\xff\xff", b"ORC"]))
+    return data
+
+
+# -- one batch, read both ways -----------------------------------------------------------------------------
+
+
+def _target(fmt: str, path: Path) -> TargetSpec:
+    conf = [
+        "s3events.ingest.targets=t",
+        f"s3events.ingest.target.t.path={path}",
+        f"s3events.ingest.target.t.format={fmt}",
+        f"s3events.ingest.target.t.binary.max.bytes={_BINARY_MAX}",
+    ]
+    [spec] = target_specs(load_settings(None, conf))
+    return spec
+
+
+# A table's columns as a first batch of every field of the pool would leave them (the widest types):
+# with a table, each file takes the fast path on its own and the Spark path reads only what it declines.
+_TABLES = {
+    "avro": {
+        "id": pa.int64(),
+        "amount": pa.float64(),
+        "name": pa.string(),
+        "ok": pa.bool_(),
+        "price": pa.decimal128(10, 2),
+        "day": pa.date32(),
+        "at": pa.timestamp("us", tz="UTC"),
+        "tags": pa.list_(pa.string()),
+        "color": pa.string(),
+    },
+    "orc": {
+        "id": pa.int64(),
+        "amount": pa.float64(),
+        "name": pa.string(),
+        "ok": pa.bool_(),
+        "price": pa.decimal128(9, 2),
+        "day": pa.date32(),
+        "tags": pa.list_(pa.string()),
+    },
+    "binary": {"content": pa.binary(), "size": pa.int64()},
+}
+
+
+def _table_schema(fmt: str) -> pa.Schema:
+    data = [pa.field(n, t) for n, t in _TABLES[fmt].items()]
+    spark_types = pa.schema([*LINEAGE_FIELDS, *data, pa.field(INGESTED_AT_COLUMN, TIMESTAMP)])
+    return arrow_schema(from_arrow_schema(spark_types))  # as dispatch.run_batch hands it on
+
+
+def _both_paths(
+    spark: Any,
+    s3: Any,
+    aws_options: aws.AwsOptions,
+    root: Path,
+    fmt: str,
+    bodies: list[bytes],
+    table: bool,
+) -> None:
+    run, bucket = next(_RUNS), _bucket(s3)
+    refs = _put(s3, bucket, f"{fmt}/{run}", bodies, f".{fmt}")  # every other one gzipped (.gz)
+    existing = _table_schema(fmt) if table else None
+    fast_path, spark_path = root / f"{run}-fast", root / f"{run}-spark"
+    fast = run_batch(
+        spark,
+        Batch(refs, (), Checkpoint(-1), Checkpoint(0)),
+        _target(fmt, fast_path),
+        existing_schema=existing,
+        aws=aws_options,
+        ingested_at=INGESTED_AT,
+    )
+    alone = run_line_path(spark, refs, _target(fmt, spark_path), existing, aws_options, INGESTED_AT)
+    assert sorted(fast.schema, key=lambda f: f.name) == sorted(alone.schema, key=lambda f: f.name)
+    assert _rows(fast, fast_path) == _rows(alone, spark_path)
+    assert _errors(fast) == _errors(alone)
+    assert fast.failed_files == alone.failed_files
+
+
+@settings(_SETTINGS, max_examples=6)
+@given(bodies=st.lists(avro_file(), min_size=2, max_size=4), table=st.booleans())
+def test_avro_files_give_the_same_rows_and_error_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies, table
+):
+    _both_paths(spark, s3, aws_options, tmp_path, "avro", bodies, table)
+
+
+@settings(_SETTINGS, max_examples=5)
+@given(bodies=st.lists(orc_file(), min_size=2, max_size=4), table=st.booleans())
+def test_orc_files_give_the_same_rows_and_error_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies, table
+):
+    _both_paths(spark, s3, aws_options, tmp_path, "orc", bodies, table)
+
+
+@settings(_SETTINGS, max_examples=3)
+@given(bodies=st.lists(st.binary(max_size=_BINARY_MAX + 200), min_size=2, max_size=5), table=st.booleans())
+def test_binary_objects_give_the_same_rows_and_error_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies, table
+):
+    _both_paths(spark, s3, aws_options, tmp_path, "binary", bodies, table)
