@@ -259,3 +259,34 @@ def test_key_columns_give_the_same_rows_and_error_rows_on_either_path(
     conf = {**KEY_CONF, "key.columns.required": str(required).lower()}
     folders, bodies = [f for f, _ in files], [b for _, b in files]
     _both_paths(spark, s3, aws_options, tmp_path, "json", bodies, folders=folders, extra=conf)
+
+
+# -- schema.hints and schema.infer.types -------------------------------------------------------------------
+
+_JSON_TYPING = st.sampled_from(
+    [
+        {"schema.hints": "id BIGINT, amount DOUBLE"},
+        {"schema.infer.types": "false"},
+        {"schema.infer.types": "false", "schema.hints": "id BIGINT, extra STRING"},
+        {"schema.hints": "amount DECIMAL(18,2), name MAP<STRING,STRING>"},
+    ]
+)
+_CSV_TYPING = st.sampled_from(
+    [{"schema.hints": "id BIGINT"}, {"schema.infer.types": "false"}, {"schema.hints": "amount DOUBLE, x INT"}]
+)
+
+
+@settings(_SETTINGS, max_examples=6)
+@given(bodies=json_files(), typing=_JSON_TYPING)
+def test_json_hints_and_string_columns_give_the_same_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies, typing
+):
+    _both_paths(spark, s3, aws_options, tmp_path, "json", bodies, extra=typing)
+
+
+@settings(_SETTINGS, max_examples=5)
+@given(bodies=csv_files(), typing=_CSV_TYPING)
+def test_csv_hints_and_string_columns_give_the_same_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies, typing
+):
+    _both_paths(spark, s3, aws_options, tmp_path, "csv", bodies, extra=typing)

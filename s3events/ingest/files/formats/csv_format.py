@@ -61,11 +61,14 @@ from s3events.ingest.files.formats.csv_fields import (
 from s3events.ingest.files.frames import collected
 from s3events.ingest.files.line_parse import (
     CORRUPT,
+    arrow_schema,
     ddl,
     declared_schema,
     evolve,
+    hinted_fields,
     permissive,
     split_parsed,
+    typed_inferred,
     with_corrupt,
 )
 from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE, LINEAGE_FIELDS, lineage_columns
@@ -86,7 +89,9 @@ def fast_parser(
     options = csv_options(target.reader_options)
     if options is None or not (options.header or declared is not None):
         return None
-    return CsvParser(known, declared is not None, options)
+    hinted = arrow_schema(T.StructType(hinted_fields(target))) if declared is None else pa.schema([])
+    strings = not target.infer_types and declared is None
+    return CsvParser(known, declared is not None, options, {f.name: f.type for f in hinted}, strings)
 
 
 def fast_path_supports(schema: pa.Schema) -> bool:
@@ -102,6 +107,8 @@ class CsvParser:
     known: pa.Schema
     declared: bool
     options: CsvOptions
+    hints: dict[str, pa.DataType] | None = None  # schema.hints: a new column's type instead of inference
+    strings: bool = False  # schema.infer.types=false: a new column unhinted is STRING
 
     @property
     def schema_from_every_file(self) -> bool:
@@ -117,7 +124,35 @@ class CsvParser:
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
-        return parse_csv(data, file, etag, known=self.known, declared=self.declared, options=self.options)
+        typing = NewColumns(self.hints or {}, self.strings)
+        return parse_csv(
+            data, file, etag, known=self.known, declared=self.declared, options=self.options, new=typing
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NewColumns:
+    """How a new column is typed: its `schema.hints` type, else STRING (`strings`), else inferred."""
+
+    hints: dict[str, pa.DataType]
+    strings: bool = False
+
+    def typed(self, name: str, values: pa.ChunkedArray) -> tuple[pa.Field, pa.ChunkedArray] | str:
+        hinted = self.hints.get(name)
+        if hinted is not None:
+            converted = csv_types.convert(values, hinted) if hinted in SUPPORTED else None
+            if converted is None:
+                return f"column {name}: its values as the hinted {hinted} (the line path converts them)"
+            return pa.field(name, hinted), converted
+        if self.strings:
+            return pa.field(name, pa.string()), values.cast(pa.string())
+        inferred = csv_types.infer(values)
+        if isinstance(inferred, str):
+            return f"column {name}: {inferred}"
+        return pa.field(name, inferred[0]), inferred[1]
+
+
+_INFERRED = NewColumns({})
 
 
 def parse_csv(
@@ -128,6 +163,7 @@ def parse_csv(
     known: pa.Schema,
     declared: bool,
     options: CsvOptions = SPARK_DEFAULTS,
+    new: NewColumns = _INFERRED,
 ) -> ParsedFile:
     """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it."""
     if data.startswith(BOM):
@@ -149,7 +185,7 @@ def parse_csv(
     if options.header:
         names = list(fields.slice(0, 1).to_pylist()[0].values())
         fields = fields.slice(1)
-    typed = _typed(fields, lines, names, known, declared, options)
+    typed = _typed(fields, lines, names, known, declared, options, new)
     if isinstance(typed, str):
         return ParsedFile(None, typed, header)
     arrays, out_fields = typed
@@ -190,6 +226,7 @@ def _typed(
     known: pa.Schema,
     declared: bool,
     options: CsvOptions,
+    new: NewColumns = _INFERRED,
 ) -> tuple[list[pa.ChunkedArray], list[pa.Field]] | str:
     """The data lines' fields as from_csv converts them, with their columns; or why they may not be."""
     if fields.num_rows != lines - (1 if options.header else 0):
@@ -210,11 +247,11 @@ def _typed(
         return f"{fields.num_columns} fields where the schema has {len(columns)}"
     arrays, out_fields = [], []
     for column, values in zip(columns, fields.columns, strict=True):
-        if isinstance(column, str):  # a new column: typed as Spark infers it, converted on the way
-            inferred = csv_types.infer(values)
-            if isinstance(inferred, str):
-                return f"column {column}: {inferred}"
-            column, converted = pa.field(column, inferred[0]), inferred[1]
+        if isinstance(column, str):  # a new column: typed as the line path types it, converted on the way
+            typed = new.typed(column, values)
+            if isinstance(typed, str):
+                return typed
+            column, converted = typed
         else:
             converted = csv_types.convert(values, column.type)
             if converted is None:
@@ -336,13 +373,18 @@ def _line_schema(
     # the data lines of every file.
     sample = first.union(ok.select("value"))
     inferred = (
-        spark.read.options(**options).option("header", True).option("inferSchema", True).csv(sample).schema
+        spark.read.options(**options)
+        .option("header", True)
+        .option("inferSchema", target.infer_types)
+        .csv(sample)
+        .schema
     )
     if existing is None:
-        return evolve(existing, inferred)
+        return typed_inferred(target, evolve(existing, inferred), existing, by_position=True)
     # from_csv maps fields by position: the schema is the header's columns, in its order, those the table
     # has keeping its type (the table's other columns, e.g. partition values from the key path, are not
     # in the lines: they are added after parsing).
     table = {f.name: f for f in from_arrow_schema(existing).fields}
     skip = {*LINEAGE, INGESTED_AT, CORRUPT}
-    return T.StructType([table.get(f.name, f) for f in inferred.fields if f.name not in skip])
+    header = T.StructType([table.get(f.name, f) for f in inferred.fields if f.name not in skip])
+    return typed_inferred(target, header, existing, by_position=True)

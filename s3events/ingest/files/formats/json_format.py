@@ -44,11 +44,14 @@ from s3events.ingest.files.formats.base import (
     valid_utf8,
 )
 from s3events.ingest.files.line_parse import (
+    arrow_schema,
     ddl,
     declared_schema,
     evolve,
+    hinted_fields,
     permissive,
     split_parsed,
+    typed_inferred,
     with_corrupt,
 )
 from s3events.ingest.files.lineage import LINEAGE_FIELDS, lineage_columns
@@ -67,6 +70,7 @@ class JsonParser:
 
     known: pa.Schema
     declared: bool
+    strings: bool = False  # schema.infer.types=false: new columns hold their values' text (`as_strings`)
 
     @property
     def schema_from_every_file(self) -> bool:
@@ -82,7 +86,8 @@ class JsonParser:
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
-        return parse_json_lines(data, file, etag, known=self.known, declared=self.declared, hints=hints)
+        parsed = parse_json_lines(data, file, etag, known=self.known, declared=self.declared, hints=hints)
+        return as_strings(parsed, self.known) if self.strings else parsed
 
 
 def fast_parser(
@@ -90,10 +95,40 @@ def fast_parser(
 ) -> JsonParser | None:
     """The fast path's parser for the target, or None: it takes no reader options, and columns of the
     types `fast_path_supports` names."""
-    known = known_columns(declared, existing)
+    known = with_hints(known_columns(declared, existing), target, declared)
     if target.reader_options or not fast_path_supports(known):
         return None
-    return JsonParser(known, declared is not None)
+    strings = not target.infer_types and declared is None
+    return JsonParser(known, declared is not None, strings)
+
+
+def with_hints(known: pa.Schema, target: TargetSpec, declared: pa.Schema | None) -> pa.Schema:
+    """`known` and the `schema.hints` columns it lacks, which every file's rows hold (`typed_inferred`
+    orders the line path's the same way); a declared schema holds its hints already."""
+    hinted = hinted_fields(target)
+    if declared is not None or not hinted:
+        return known
+    added = arrow_schema(T.StructType([f for f in hinted if f.name not in known.names]))
+    return pa.schema([*known, *added])
+
+
+def as_strings(parsed: ParsedFile, known: pa.Schema) -> ParsedFile:
+    """schema.infer.types=false: the inferred columns as STRING, the text from_json gives them. Strings,
+    integers and booleans have it here (as written); a file with an inferred column of other numbers, or
+    of objects or arrays, takes the line path, whose text Spark prints."""
+    if parsed.table is None:
+        return parsed
+    table = parsed.table
+    for i, f in enumerate(table.schema):
+        if f.name in known.names or f.name in _RESERVED:
+            continue
+        if pa.types.is_integer(f.type) or pa.types.is_boolean(f.type):
+            table = table.set_column(i, pa.field(f.name, pa.string()), table.column(i).cast(pa.string()))
+        elif not (pa.types.is_string(f.type) or pa.types.is_null(f.type)):
+            return ParsedFile(
+                None, f"schema.infer.types=false: column {f.name} holds {f.type} (Spark's text)"
+            )
+    return ParsedFile(table)
 
 
 def fast_path_supports(schema: pa.Schema) -> bool:
@@ -283,4 +318,4 @@ def _line_schema(
     if declared is not None:
         return declared
     inferred = spark.read.options(**options).json(lines.select("value")).schema  # stays in the JVM
-    return evolve(existing, inferred)
+    return typed_inferred(target, evolve(existing, inferred), existing, by_position=False)
