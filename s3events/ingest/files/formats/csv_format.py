@@ -26,7 +26,7 @@ batch has the same one (the line path takes one file's header for the whole batc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from s3events.ingest.files import rescue, rescue_rows
 from s3events.ingest.files.formats import csv_types
 from s3events.ingest.files.formats.base import (
     BOM,
@@ -83,7 +84,7 @@ def fast_parser(
 ) -> CsvParser | None:
     """The fast path's parser for the target, or None: reader options as `csv_options` takes them,
     columns of the types `fast_path_supports` names, and a header or a declared schema."""
-    known = known_columns(declared, existing)
+    known = rescue.without(known_columns(declared, existing), target.rescued_column)
     if not fast_path_supports(known):
         return None
     options = csv_options(target.reader_options)
@@ -91,7 +92,10 @@ def fast_parser(
         return None
     hinted = arrow_schema(T.StructType(hinted_fields(target))) if declared is None else pa.schema([])
     strings = not target.infer_types and declared is None
-    return CsvParser(known, declared is not None, options, {f.name: f.type for f in hinted}, strings)
+    rescuing = rescue_rows.rescues_csv_fields(target, existing)
+    new = {f.name: f.type for f in hinted}
+    parser = CsvParser(known, declared is not None, options, new, strings)
+    return replace(parser, hints={}, strings=True, rescued=target.rescued_column) if rescuing else parser
 
 
 def fast_path_supports(schema: pa.Schema) -> bool:
@@ -109,6 +113,7 @@ class CsvParser:
     options: CsvOptions
     hints: dict[str, pa.DataType] | None = None  # schema.hints: a new column's type instead of inference
     strings: bool = False  # schema.infer.types=false: a new column unhinted is STRING
+    rescued: str | None = None  # schema.evolution=rescue: new columns go to this rescued column
 
     @property
     def schema_from_every_file(self) -> bool:
@@ -125,9 +130,20 @@ class CsvParser:
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
         typing = NewColumns(self.hints or {}, self.strings)
-        return parse_csv(
+        parsed = parse_csv(
             data, file, etag, known=self.known, declared=self.declared, options=self.options, new=typing
         )
+        if self.rescued is None or parsed.table is None:
+            return parsed
+        return replace(parsed, table=_rescued(parsed.table, self.known, self.rescued))
+
+
+def _rescued(table: pa.Table, known: pa.Schema, name: str) -> pa.Table:
+    """The new columns (strings) moved into the rescued column `name`, in the header's order."""
+    new = [n for n in table.column_names if n not in known.names and n not in LINEAGE]
+    values = [table.column(n) for n in new]
+    rescued = rescue.csv_columns(new, values, table.num_rows)
+    return table.drop_columns(new).append_column(pa.field(name, pa.string()), rescued)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,7 +292,7 @@ def parse_lines(
     parsed by its own header: files of one batch whose headers differ (the same columns in another
     order, or other columns) are parsed a group per distinct header, the groups' rows joined by name."""
     if options.pop("header", "true").lower() != "true":
-        return _parse_group(spark, ok, None, target, options, existing, cached)
+        return _parse_group(spark, ok, None, target, options, existing, cached, table=existing)
     headers = ok.where(F.col("_source_line") == 1)
     ok = ok.where(F.col("_source_line") != 1)
     distinct = [row["value"] for row in collected(headers.select("value").distinct())]
@@ -310,13 +326,15 @@ def _parse_headers(
     cached: list[DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
     if len(distinct) <= 1:
-        return _parse_group(spark, ok, headers, target, options, existing, cached)
+        return _parse_group(spark, ok, headers, target, options, existing, cached, table=existing)
     goods, bads = [], []
     known = existing
     for line in sorted(distinct):
         group_headers = headers.where(F.col("value") == F.lit(line))
         group = ok.join(F.broadcast(group_headers.select("_source_file")), "_source_file", "left_semi")
-        good, bad = _parse_group(spark, group, group_headers, target, options, known, cached)
+        good, bad = _parse_group(
+            spark, group, group_headers, target, options, known, cached, table=existing
+        )
         goods.append(good)
         bads.append(bad)
         known = _with_new_columns(known, good)  # later groups keep the types earlier ones gave
@@ -337,10 +355,20 @@ def _parse_group(
     options: dict[str, str],
     existing: pa.Schema | None,
     cached: list[DataFrame],
+    *,
+    table: pa.Schema | None,  # the table's schema (`existing` adds earlier header groups' columns)
 ) -> tuple[DataFrame, DataFrame]:
     schema = _line_schema(spark, target, headers, ok, options, existing)
+    fields: tuple[str, ...] = ()
+    if target.rescued_column is not None and rescue_rows.rescues_csv_fields(target, table):
+        schema, fields = rescue_rows.csv_rescue_schema(schema, table, target.rescued_column)
     parsed = ok.withColumn("p", F.from_csv("value", ddl(with_corrupt(schema)), permissive(options)))
-    return split_parsed(parsed, schema, F.lit(f"does not match the CSV schema {ddl(schema)}"), cached)
+    reason = F.lit(f"does not match the CSV schema {ddl(schema)}")
+    if target.rescued_column is None:
+        return split_parsed(parsed, schema, reason, cached)
+    one = lambda s: F.from_csv("value", ddl(s), permissive(options))  # noqa: E731
+    name = target.rescued_column
+    return rescue_rows.split_csv(parsed, schema, reason, one, cached, name=name, rescued=fields)
 
 
 def _with_new_columns(existing: pa.Schema | None, rows: DataFrame) -> pa.Schema:
