@@ -9,7 +9,9 @@ right after a commit, and inside a batch whose executors have written Parquet fi
 references yet.
 
 Each process starts its own Spark session (seconds each, far more on a busy machine), so this file keeps
-the number of processes and batches small.
+the number of processes and batches small: a run that only resumes from what a stopped process left on
+disk (after a SIGKILL, a stop signal or a race) is `ingest --once` in the test process, on the worker's
+Spark session; the exit codes of `--once` itself are checked by the child processes of section 4.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from s3events.config import load_settings
 from s3events.events.model import ObjectEvent
 from s3events.events.record import EventRecord
 from s3events.ingest.model import Checkpoint
+from s3events.ingest.service import run_ingest
 from s3events.ingest.target_table import TargetTable
 from s3events.metadata.table import MetadataTable
 from tests.conftest import REPO, Stack, put_objects, read_table, run_cli, spark_env, write_metadata_version
@@ -46,10 +50,10 @@ VENV_BIN = Path(sys.executable).parent
 S3EVENTS = VENV_BIN / "s3events"
 SPARK_SUBMIT = VENV_BIN / "spark-submit"
 
-# Eight batches of five small files: room for a kill after the first commit or inside the fourth batch
-# with batches left for the resuming process. Each batch is a Spark job and a Delta commit in a child on
-# local[1], so its count, not its size, is what a run costs.
-FILES = 40
+# Six batches of five small files (the fifth spans the two metadata versions): room for a kill after the
+# first commit or inside the fourth batch with batches left for the resuming run. Each batch is a Spark
+# job and a Delta commit (in a child on local[1]), so its count, not its size, is what a run costs.
+FILES = 27
 LINES_PER_FILE = 3
 BATCH_FILES = 5
 
@@ -67,10 +71,17 @@ def _expected(files: int) -> Counter[tuple[int, int]]:
 # ------------------------------------------------------------------------------------------- helpers
 
 
-
-
 def _conf_args(pairs: Sequence[str]) -> list[str]:
     return [arg for kv in pairs for arg in ("--conf", kv)]
+
+
+def _resume_once(conf: Sequence[str], spark: Any) -> None:
+    """What `ingest --once` does in a new process, run here on the worker's Spark session: everything a
+    stopped process left is on disk (commits, checkpoints in them, uncommitted Parquet), none in memory."""
+    settings = load_settings(None, conf)
+    settings.validate_for("ingest")
+    totals = run_ingest(settings, once=True, spark=spark)
+    assert not totals.failed, totals
 
 
 def _ingest_conf(stack: Stack, targets: dict[str, dict[str, object]]) -> list[str]:
@@ -181,6 +192,25 @@ def _wait_until(
     pytest.fail(f"not reached in {deadline_seconds}s: {condition.__doc__}\n{log.read_text()}")
 
 
+def _frozen_when(
+    condition: Callable[[str], bool],
+    path: str,
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    *,
+    last_version: int,
+) -> None:
+    """`_wait_until(condition)`, then freeze the child's process group (SIGSTOP) and look again: a commit
+    can land between the look and the stop. Returns with the group frozen in a state where `condition`
+    holds; when it no longer does, the child goes on (SIGCONT) to its next batch, the next chance."""
+    while True:
+        _wait_until(condition, path, proc, log, last_version=last_version)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        if condition(path):
+            return
+        os.killpg(proc.pid, signal.SIGCONT)
+
+
 @pytest.fixture
 def children() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Child processes a test started; any still running at the end are killed with their groups."""
@@ -216,7 +246,6 @@ def _assert_exactly_once_and_checkpointed(target: str, name: str, metadata_path:
 # ------------------------------------------------------------------------ 1. SIGKILL, resume, once
 
 
-# Two Spark processes and eight batches: well within 300 s on an idle machine, not on a busy one.
 @pytest.mark.chaos
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(
@@ -225,28 +254,29 @@ def _assert_exactly_once_and_checkpointed(target: str, name: str, metadata_path:
     ids=["right-after-the-first-commit", "mid-batch-after-three-commits-with-parquet-written-not-committed"],
 )
 def test_continuous_ingest_sigkilled_mid_run_then_once_lands_every_line_exactly_once(
-    make_stack, s3, tmp_path, children, kill_when
+    make_stack, s3, spark, tmp_path, children, kill_when
 ):
     stack = make_stack()
     _land_numbered_files(stack, s3, FILES)
     target = str(tmp_path / "numbers")
-    # The fast path reads a batch of five small files in the driver in tens of milliseconds: too short a
-    # window to see its Parquet written and not committed. The line path's Spark job takes about a second.
+    # A batch of five small files is read in the driver in milliseconds: too short a window to see its
+    # Parquet written and not committed. Read by a Spark job (driver.read.max.bytes=0), its executors'
+    # files wait for the job's end and the driver's commit.
     mid_write = "not committed" in (kill_when.__doc__ or "")
-    conf = _numbers_target(stack, target, **({"json__fast__path": "false"} if mid_write else {}))
+    conf = _numbers_target(stack, target, **({"driver__read__max__bytes": 0} if mid_write else {}))
     log = tmp_path / "continuous.log"
     proc = _start(["ingest", "--continuous", *_conf_args(conf)], log)
     children.append(proc)
 
-    _wait_until(kill_when, target, proc, log, last_version=_batches(FILES))
+    _frozen_when(kill_when, target, proc, log, last_version=_batches(FILES))
     _kill_group(proc)  # no clean shutdown: whatever was in flight is simply gone
     assert proc.returncode == -signal.SIGKILL
     _assert_committed_once(target, FILES)
     orphans = _uncommitted_parquet(target)
+    assert bool(orphans) == mid_write, orphans
 
-    resumed = run_cli(["ingest", "--once", *_conf_args(conf)], env=spark_env(), timeout=240)
+    _resume_once(conf, spark)
 
-    assert resumed.returncode == 0, resumed.stderr
     _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, FILES)
     assert not orphans & _committed_files(target)  # the killed batch's files stay unreferenced
 
@@ -255,7 +285,9 @@ def test_continuous_ingest_sigkilled_mid_run_then_once_lands_every_line_exactly_
 
 
 @pytest.mark.timeout(600)
-def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stack, s3, tmp_path, children):
+def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(
+    make_stack, s3, spark, tmp_path, children
+):
     """A misconfiguration (two deployments of one target) must cost retries, never duplicate rows:
     a batch is committed only if the checkpoint it started from is still the one in the commit's own
     snapshot, and delta-rs refuses a concurrent commit of the same app transaction."""
@@ -268,11 +300,10 @@ def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stac
     procs = [_start(["ingest", "--once", *_conf_args(conf)], log) for log in logs]
     children.extend(procs)
     codes = [proc.wait(timeout=400) for proc in procs]
-
-    finish = run_cli(["ingest", "--once", *_conf_args(conf)], env=spark_env(), timeout=240)
-
     assert set(codes) <= {0, 1}, [log.read_text() for log in logs]
-    assert finish.returncode == 0, finish.stderr
+
+    _resume_once(conf, spark)  # whatever a refused batch left
+
     _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, files)
     refusal = re.compile("another|Concurrent transaction|move backwards")
     refused = [log for log in logs if refusal.search(log.read_text())]
@@ -291,7 +322,7 @@ def test_two_ingest_processes_on_one_target_never_commit_a_batch_twice(make_stac
     ],
 )
 def test_stop_signal_finishes_the_batch_in_hand_exits_0_and_once_finishes_the_rest_exactly_once(
-    make_stack, s3, tmp_path, children, signum
+    make_stack, s3, spark, tmp_path, children, signum
 ):
     files = 15  # 3 batches: the signal lands in the 2nd (or just before it), the 3rd is left for --once
     stack = make_stack()
@@ -312,8 +343,7 @@ def test_stop_signal_finishes_the_batch_in_hand_exits_0_and_once_finishes_the_re
     assert "ingest finished:" in output
     _assert_committed_once(target, files)
     assert not _uncommitted_parquet(target), "a batch was abandoned instead of finished"
-    rest = run_cli(["ingest", "--once", *_conf_args(conf)], env=spark_env(), timeout=240)
-    assert rest.returncode == 0, rest.stderr
+    _resume_once(conf, spark)
     _assert_exactly_once_and_checkpointed(target, "k", stack.metadata_path, files)
 
 
