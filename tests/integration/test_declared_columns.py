@@ -147,3 +147,19 @@ def test_an_avro_union_other_than_nullable_stops_ingest_at_start_up_naming_the_k
 
     assert caught.value.key == "s3events.ingest.target.t.schema.file"
     assert "'code'" in str(caught.value) and "orders.avsc" in str(caught.value)
+
+
+def test_a_decimal_hint_keeps_files_of_json_numbers_on_the_fast_path(
+    make_stack: Any, s3: Any, spark: Any, tmp_path: Path
+):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="in/a.json", Body=jsonl([{"id": 1, "amount": 2.5}, {"id": 2}]))
+    s3.put_object(Bucket=stack.bucket, Key="in/b.json", Body=jsonl([{"id": 3, "amount": "1,000.5"}]))
+    capture(stack)
+    path = str(tmp_path / "t")
+
+    report = _ingest(stack, spark, target_conf("t", path, "json", schema__hints="amount DECIMAL(18,2)"))
+
+    assert [b.fast_path_files for b in report.batches] == [1]  # b.json's string amount: the line path's
+    got = {r["id"]: r["amount"] for r in read_table(path)}
+    assert got == {1: Decimal("2.50"), 2: None, 3: Decimal("1000.50")}  # Spark drops the ',' of a string

@@ -290,3 +290,26 @@ def test_csv_hints_and_string_columns_give_the_same_rows_on_either_path(
     s3, aws_options, spark, tmp_path, bodies, typing
 ):
     _both_paths(spark, s3, aws_options, tmp_path, "csv", bodies, extra=typing)
+
+
+_AMOUNT = st.sampled_from(
+    [2.5, "2.5", 2.555, 100, 1e2, -0.0, "1,000.5", " 3", 12345678901234567890, None, True, "x", {"a": 1}]
+)
+_DECIMAL_LINE = st.one_of(
+    st.fixed_dictionaries({"amount": _AMOUNT}, optional={"id": st.integers(0, 9)}).map(json.dumps),
+    st.sampled_from(['{"id": 1}', "not json"]),
+)
+
+
+@settings(_SETTINGS, max_examples=6)
+@given(
+    bodies=st.lists(
+        st.lists(_DECIMAL_LINE, min_size=1, max_size=5).map(lambda ls: ("\n".join(ls) + "\n").encode()),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_json_decimal_hints_give_the_same_rows_on_either_path(s3, aws_options, spark, tmp_path, bodies):
+    _both_paths(
+        spark, s3, aws_options, tmp_path, "json", bodies, extra={"schema.hints": "amount DECIMAL(18,2)"}
+    )

@@ -282,3 +282,33 @@ def test_a_csv_value_that_misses_its_hint_sends_the_file_to_the_line_path():
         CSV, FILE, "e", known=pa.schema([]), declared=False, new=NewColumns({"amount": pa.decimal128(18, 2)})
     )
     assert decimal.table is None
+
+
+DECIMAL = pa.schema([pa.field("amount", pa.decimal128(18, 2))])
+
+
+def test_a_decimal_column_takes_the_fast_path_for_json_numbers():
+    parsed = parse_json_lines(
+        b'{"amount": 2.5}\n{"amount": 1E2, "n": 1}\n{"amount": null}\n',
+        FILE,
+        "e",
+        known=DECIMAL,
+        declared=False,
+    )
+    assert parsed.table is not None
+    assert [str(v) for v in parsed.table["amount"].to_pylist()] == ["2.50", "100.00", "None"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"amount": "2.5"}',  # Spark parses a string (',' dropped) by its own rules
+        b'{"amount" :  "1,000"}',
+        b'{"\\u0061mount": 1}',  # an escaped name may spell the column
+        b'{"amount": 2.555}',  # from_json rounds it; pyarrow refuses: the line path decides
+        b'{"amount": 12345678901234567890}',
+    ],
+)
+def test_a_decimal_value_the_fast_path_cannot_match_sends_the_file_to_the_line_path(line: bytes):
+    parsed = parse_json_lines(line + b"\n", FILE, "e", known=DECIMAL, declared=False)
+    assert parsed.table is None and parsed.reason

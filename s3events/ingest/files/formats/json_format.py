@@ -22,6 +22,8 @@ Exactness conditions, each cheap to check on the whole buffer:
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -41,6 +43,7 @@ from s3events.ingest.files.formats.base import (
     known_columns,
     line_count,
     spark_like,
+    text,
     valid_utf8,
 )
 from s3events.ingest.files.line_parse import (
@@ -81,7 +84,7 @@ class JsonParser:
         return True
 
     def keeps_type(self, t: pa.DataType) -> bool:
-        return is_spark_like(t)
+        return is_spark_like(t) or (pa.types.is_decimal(t) and t in self.known.types)
 
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
@@ -132,8 +135,25 @@ def as_strings(parsed: ParsedFile, known: pa.Schema) -> ParsedFile:
 
 
 def fast_path_supports(schema: pa.Schema) -> bool:
-    """Whether columns of these types parse the same in pyarrow as in Spark's from_json."""
-    return all(_plain(f.type) for f in schema)
+    """Whether columns of these types parse the same in pyarrow as in Spark's from_json: top-level
+    DECIMAL columns too, for files that hold them as JSON numbers (`decimal_strings`)."""
+    return all(_plain(f.type) or pa.types.is_decimal128(f.type) for f in schema)
+
+
+def decimal_strings(body: Body, known: pa.Schema) -> str | None:
+    """Why a file may not take the fast path for its DECIMAL columns, or None. A JSON number converts
+    in pyarrow as from_json converts it, or fails (a value to round, beyond the precision: the line
+    path then decides). A string converts by other rules in each (Spark drops ',' from it), so a file
+    holding one for a DECIMAL field (or an escaped field name, which could spell one) is declined."""
+    names = [f.name for f in known if pa.types.is_decimal(f.type)]
+    if not names:
+        return None
+    if b"\\u" in body:
+        return "an escaped character where a DECIMAL field's name may be"
+    quoted = "|".join(re.escape(json.dumps(n, ensure_ascii=False)) for n in names)
+    if pc.match_substring_regex(text(body), f'(?:{quoted})\\s*:\\s*"')[0].as_py():
+        return "a DECIMAL field holds a string (Spark parses it, not as pyarrow does)"
+    return None
 
 
 def parse_json_lines(
@@ -161,6 +181,9 @@ def parse_json_lines(
         return ParsedFile(None, "not valid UTF-8")
     if has_blank_lines(body):
         return ParsedFile(None, "has blank lines")
+    decimals = decimal_strings(body, known)
+    if decimals is not None:
+        return ParsedFile(None, decimals)
     try:
         table = _parse(data, known, declared, {} if hints is None else hints)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
