@@ -32,12 +32,12 @@ def rescues_csv_fields(target: TargetSpec, table: pa.Schema | None) -> bool:
 
 
 def csv_rescue_schema(
-    schema: T.StructType, table: pa.Schema | None, name: str
+    schema: T.StructType, table: pa.Schema | None, name: str, new_fields: bool
 ) -> tuple[T.StructType, tuple[str, ...]]:
-    """A header's schema with the columns the table lacks (or named as the rescued column) as strings,
-    and their names: they go to the rescued column."""
+    """A header's schema with the columns that go to the rescued column as strings, and their names: one
+    named as the rescued column, and with `new_fields` those the table lacks."""
     known = set(table.names) if table is not None else set()
-    new = tuple(f.name for f in schema if f.name not in known or f.name == name)
+    new = tuple(f.name for f in schema if (new_fields and f.name not in known) or f.name == name)
     fields = [T.StructField(f.name, T.StringType()) if f.name in new else f for f in schema]
     return T.StructType(fields), new
 
@@ -58,7 +58,8 @@ def split_json(
     alone = [with_corrupt(T.StructType([f])) for f in schema]  # from_json matches fields by name
     rows, bad = _split(parsed, schema, reason, conflict, [parse_one(s) for s in alone], cached)
     columns = [f.name for f in schema]
-    need = F.size(_MISFITS) > 0
+    named = F.coalesce(F.array_contains(F.json_object_keys("value"), name), F.lit(False))
+    need = (F.size(_MISFITS) > 0) | named  # a field named as the rescued column is rescued, in any mode
     if new_fields:
         keys = F.array_except(
             F.json_object_keys("value"), F.array(*map(F.lit, columns)).cast("array<string>")

@@ -33,6 +33,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from s3events.ingest.files import rescue, rescue_rows
 from s3events.ingest.files.formats.base import (
     BOM,
     PLAIN,
@@ -73,7 +74,10 @@ class JsonParser:
 
     known: pa.Schema
     declared: bool
+    # A field outside these columns goes to the rescued column (`rescue`), named so.
+    rescued: tuple[str, frozenset[str]] | None = None
     strings: bool = False  # schema.infer.types=false: new columns hold their values' text (`as_strings`)
+    rescued_column: str | None = None  # a field of its name is rescued: without `rescued`, the line path's
 
     @property
     def schema_from_every_file(self) -> bool:
@@ -89,7 +93,15 @@ class JsonParser:
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
-        parsed = parse_json_lines(data, file, etag, known=self.known, declared=self.declared, hints=hints)
+        parsed = parse_json_lines(
+            data, file, etag, known=self.known, declared=self.declared, hints=hints, rescued=self.rescued
+        )
+        if (
+            self.rescued is None
+            and parsed.table is not None
+            and self.rescued_column in parsed.table.schema.names
+        ):
+            return ParsedFile(None, "a field named as the rescued column")
         return as_strings(parsed, self.known) if self.strings else parsed
 
 
@@ -99,10 +111,14 @@ def fast_parser(
     """The fast path's parser for the target, or None: it takes no reader options, and columns of the
     types `fast_path_supports` names."""
     known = with_hints(known_columns(declared, existing), target, declared)
+    known = rescue.without(known, target.rescued_column)
     if target.reader_options or not fast_path_supports(known):
         return None
+    fixed = declared is not None or (target.schema_evolution == "rescue" and existing is not None)
+    name = target.rescued_column
+    rescued = (name, frozenset(known.names)) if name is not None and fixed else None
     strings = not target.infer_types and declared is None
-    return JsonParser(known, declared is not None, strings)
+    return JsonParser(known, declared is not None, rescued, strings, name)
 
 
 def with_hints(known: pa.Schema, target: TargetSpec, declared: pa.Schema | None) -> pa.Schema:
@@ -164,6 +180,7 @@ def parse_json_lines(
     known: pa.Schema,
     declared: bool,
     hints: dict[str, pa.DataType] | None = None,
+    rescued: tuple[str, frozenset[str]] | None = None,
 ) -> ParsedFile:
     """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it.
 
@@ -171,6 +188,8 @@ def parse_json_lines(
     with `declared`, fields outside it are ignored (as from_json does), otherwise they are inferred.
     `hints` (shared by the files of one task, updated here) remembers columns whose inferred type had
     to be corrected (a timestamp-looking string), so later files are parsed once instead of twice.
+    With `rescued` (the rescued column's name, the columns of a fixed schema), fields outside `known`
+    go to the rescued column.
     """
     if data.startswith(BOM):
         data = data[len(BOM) :]
@@ -185,7 +204,10 @@ def parse_json_lines(
     if decimals is not None:
         return ParsedFile(None, decimals)
     try:
-        table = _parse(data, known, declared, {} if hints is None else hints)
+        if rescued is not None:
+            table = _parse_rescuing(data, body, known, *rescued)
+        else:
+            table = _parse(data, known, declared, {} if hints is None else hints)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         return ParsedFile(None, f"pyarrow: {exc}")
     if isinstance(table, str):
@@ -215,6 +237,32 @@ def _read(data: bytes, explicit: pa.Schema | None, unexpected: str) -> pa.Table:
         return read(len(data))  # a line longer than a block: the whole object as one block
 
 
+def _parse_rescuing(
+    data: bytes, body: Body, known: pa.Schema, name: str, columns: frozenset[str]
+) -> pa.Table | str:
+    """The table's columns, and the rescued column `name` when a line has a field outside them: each
+    line is then read once more by Python's json (`rescue.json_lines`)."""
+    try:
+        table = _read(data, known, "error")
+    except pa.ArrowInvalid as exc:
+        if "unexpected field" not in str(exc):
+            raise
+        table = _read(data, known, "ignore")  # a value that does not fit still raises: the line path's
+        lines = body.data[: body.end].split(b"\n")
+        table = table.append_column(pa.field(name, pa.string()), rescue.json_lines(lines, columns))
+    return _checked(table, known)
+
+
+def _checked(table: pa.Table, known: pa.Schema) -> pa.Table | str:
+    names = table.schema.names
+    if len({n.lower() for n in names}) != len(names) or _RESERVED & set(names):
+        return "column names clash (case-insensitive duplicates or lineage names)"
+    for f in known:
+        if table.schema.field(f.name).type != f.type:
+            return f"column {f.name} does not match the table's type"
+    return table
+
+
 def _parse(data: bytes, known: pa.Schema, declared: bool, hints: dict[str, pa.DataType]) -> pa.Table | str:
     if declared:
         table = _read(data, known, "ignore")
@@ -241,13 +289,7 @@ def _parse(data: bytes, known: pa.Schema, declared: bool, hints: dict[str, pa.Da
             table = _read(data, wanted, "error")
         if _may_hold_a_huge_integer(table, [n for n, t in normalized if _has_double(t)], data):
             return "may hold an integer beyond 64 bits"
-    names = table.schema.names
-    if len({n.lower() for n in names}) != len(names) or _RESERVED & set(names):
-        return "column names clash (case-insensitive duplicates or lineage names)"
-    for f in known:
-        if table.schema.field(f.name).type != f.type:
-            return f"column {f.name} does not match the table's type"
-    return table
+    return _checked(table, known)
 
 
 def _may_hold_a_huge_integer(table: pa.Table, doubles: list[str], data: bytes) -> bool:
@@ -297,7 +339,18 @@ def parse_lines(
     the table's columns and new ones Spark's JSON inference finds over every line of the batch."""
     schema = _line_schema(spark, target, lines, options, existing)
     parsed = lines.withColumn("p", F.from_json("value", with_corrupt(schema), permissive(options)))
-    return split_parsed(parsed, schema, _invalid_reason(schema, options), cached)
+    if target.rescued_column is None:
+        return split_parsed(parsed, schema, _invalid_reason(schema, options), cached)
+    return rescue_rows.split_json(
+        parsed,
+        schema,
+        _invalid_reason(schema, options),
+        _conflict(schema),
+        lambda one: F.from_json("value", one, permissive(options)),
+        cached,
+        name=target.rescued_column,
+        new_fields=_fixed(target, existing),
+    )
 
 
 # A control character (U+0000 to U+001F) left unescaped inside a JSON string, group 1 (Java and Python
@@ -326,8 +379,17 @@ def _invalid_reason(schema: T.StructType, options: dict[str, str]) -> Column:
             ),
         )
     return reason.when(~F.trim("value").startswith("{"), F.lit("not a JSON object")).otherwise(
-        F.lit(f"does not match the target schema {ddl(schema)} (type conflict)")
+        F.lit(_conflict(schema))
     )
+
+
+def _conflict(schema: T.StructType) -> str:
+    return f"does not match the target schema {ddl(schema)} (type conflict)"
+
+
+def _fixed(target: TargetSpec, existing: pa.Schema | None) -> bool:
+    """Whether the batch's columns are fixed before it is read (a field outside them is rescued)."""
+    return target.schema_ddl is not None or (target.schema_evolution == "rescue" and existing is not None)
 
 
 def _line_schema(
@@ -339,6 +401,14 @@ def _line_schema(
 ) -> T.StructType:
     declared = declared_schema(target)
     if declared is not None:
-        return declared
+        return _without(declared, target.rescued_column)
+    if _fixed(target, existing):  # rescue: the table's columns, no inference needed
+        return _without(evolve(existing, T.StructType([])), target.rescued_column)
     inferred = spark.read.options(**options).json(lines.select("value")).schema  # stays in the JVM
-    return typed_inferred(target, evolve(existing, inferred), existing, by_position=False)
+    schema = typed_inferred(target, evolve(existing, inferred), existing, by_position=False)
+    return _without(schema, target.rescued_column)
+
+
+def _without(schema: T.StructType, name: str | None) -> T.StructType:
+    """The schema lines are parsed with: a field named as the rescued column is a field like others."""
+    return T.StructType([f for f in schema.fields if f.name != name])
