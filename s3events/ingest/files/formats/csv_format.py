@@ -92,10 +92,11 @@ def fast_parser(
         return None
     hinted = arrow_schema(T.StructType(hinted_fields(target))) if declared is None else pa.schema([])
     strings = not target.infer_types and declared is None
-    rescuing = rescue_rows.rescues_csv_fields(target, existing)
-    new = {f.name: f.type for f in hinted}
-    parser = CsvParser(known, declared is not None, options, new, strings)
-    return replace(parser, hints={}, strings=True, rescued=target.rescued_column) if rescuing else parser
+    parser = CsvParser(known, declared is not None, options, {f.name: f.type for f in hinted}, strings)
+    parser = replace(parser, rescued=target.rescued_column)
+    if rescue_rows.rescues_csv_fields(target, existing):  # new columns as text, to be rescued
+        return replace(parser, hints={}, strings=True, rescue_new=True)
+    return parser
 
 
 def fast_path_supports(schema: pa.Schema) -> bool:
@@ -113,7 +114,8 @@ class CsvParser:
     options: CsvOptions
     hints: dict[str, pa.DataType] | None = None  # schema.hints: a new column's type instead of inference
     strings: bool = False  # schema.infer.types=false: a new column unhinted is STRING
-    rescued: str | None = None  # schema.evolution=rescue: new columns go to this rescued column
+    rescued: str | None = None  # the rescued column: a header column of its name goes there
+    rescue_new: bool = False  # schema.evolution=rescue: so do the columns the table lacks
 
     @property
     def schema_from_every_file(self) -> bool:
@@ -135,7 +137,11 @@ class CsvParser:
         )
         if self.rescued is None or parsed.table is None:
             return parsed
-        return replace(parsed, table=_rescued(parsed.table, self.known, self.rescued))
+        if self.rescue_new:
+            return replace(parsed, table=_rescued(parsed.table, self.known, self.rescued))
+        if self.rescued in parsed.table.column_names:  # inferred, not as written: the line path's
+            return ParsedFile(None, "a header column named as the rescued column", parsed.header)
+        return parsed
 
 
 def _rescued(table: pa.Table, known: pa.Schema, name: str) -> pa.Table:
@@ -360,8 +366,9 @@ def _parse_group(
 ) -> tuple[DataFrame, DataFrame]:
     schema = _line_schema(spark, target, headers, ok, options, existing)
     fields: tuple[str, ...] = ()
-    if target.rescued_column is not None and rescue_rows.rescues_csv_fields(target, table):
-        schema, fields = rescue_rows.csv_rescue_schema(schema, table, target.rescued_column)
+    if target.rescued_column is not None:
+        rescuing = rescue_rows.rescues_csv_fields(target, table)
+        schema, fields = rescue_rows.csv_rescue_schema(schema, table, target.rescued_column, rescuing)
     parsed = ok.withColumn("p", F.from_csv("value", ddl(with_corrupt(schema)), permissive(options)))
     reason = F.lit(f"does not match the CSV schema {ddl(schema)}")
     if target.rescued_column is None:
