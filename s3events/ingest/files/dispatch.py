@@ -27,6 +27,7 @@ from s3events.ingest.files.formats import (
     parquet_format,
     text_format,
     whole_fast,
+    xml_fast,
 )
 from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
@@ -46,6 +47,7 @@ _FAST_PARSERS: dict[str, Callable[..., FileParser | None]] = {
     "avro": avro_format.fast_parser,
     "orc": orc_format.fast_parser,
     "binary": whole_fast.binary_fast_parser,
+    "xml": xml_fast.fast_parser,
 }
 
 __all__ = ["ReadOutput", "fast_parser", "run_batch"]

@@ -29,7 +29,7 @@ from s3events.infra.parquet_files import (
     write_partitioned,
 )
 from s3events.ingest.files import latest_rows, post_parse
-from s3events.ingest.files.formats.base import FileDeclined, FileParser, ParsedFile
+from s3events.ingest.files.formats.base import FileDeclined, FileParser, ParsedFile, parse_or_decline
 from s3events.ingest.files.key_columns import KeyColumns
 from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.files.lines import codec_for_key
@@ -112,7 +112,7 @@ def fast_task(
             # A key that gives no columns is the line path's to record as an error row.
             unkeyed = key_columns.failure(ref.key) if key_columns is not None else None
             parsed = (
-                parser.parse(fetched.data, ref, fetched.etag, hints)
+                parse_or_decline(parser, fetched.data, ref, fetched.etag, hints)
                 if fetched.data is not None and unkeyed is None
                 else ParsedFile(None, unkeyed or fetched.reason)
             )

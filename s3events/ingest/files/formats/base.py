@@ -82,6 +82,18 @@ class FileParser(Protocol):
         ...
 
 
+def parse_or_decline(
+    parser: FileParser, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
+) -> ParsedFile:
+    """`parser.parse`, a pyarrow failure it did not foresee being a decline (the line path then reads the
+    file and records its error rows) instead of a failed task, hence a batch that fails every retry:
+    pyarrow 26's JSON reader builds an invalid list array from `[null, "a"]`, found only at validation."""
+    try:
+        return parser.parse(data, file, etag, hints)
+    except pa.ArrowException as exc:
+        return ParsedFile(None, f"pyarrow: {exc}")
+
+
 @dataclass(frozen=True, slots=True)
 class Body:
     """An object's content without its final newline (`data[:end]`), as a view of the fetched bytes:
