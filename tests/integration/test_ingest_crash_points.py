@@ -9,6 +9,7 @@ after the real step ran; the cycle itself is the production one, built by `build
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from collections import Counter
 from dataclasses import replace
@@ -31,12 +32,13 @@ CRASH_POINTS = ("between_batches", "after_executors_wrote", "after_error_table")
 
 @pytest.fixture
 def shared_stack(make_stack, s3):
-    """One metadata version of FILES files (3 lines each, one malformed). Function-scoped fixtures are
-    created once per test function, so every hypothesis example shares it (hence the health check)."""
+    """One metadata version of FILES files (3 lines each, one malformed, one with a field the declared
+    schema lacks). Function-scoped fixtures are created once per test function, so every hypothesis
+    example shares it (hence the health check)."""
     stack = make_stack()
     keys = [f"crash/{i:02d}.json" for i in range(FILES)]
     for i, key in enumerate(keys):
-        body = jsonl([{"file": i, "n": 0}, {"file": i, "n": 1}]) + b"{not json\n"
+        body = jsonl([{"file": i, "n": 0}, {"file": i, "n": 1, "extra": i}]) + b"{not json\n"
         s3.put_object(Bucket=stack.bucket, Key=key, Body=body)
     write_metadata_version(stack, keys, s3)
     return stack
@@ -44,7 +46,9 @@ def shared_stack(make_stack, s3):
 
 # Merge mode: the tasks' written rows are committed as they are when their keys are new.
 # A transformed batch: parsed rows held by Spark, transformed, written; a kill leaves only uncommitted files.
+# Rescue: the field the schema lacks lands in the rescued column of its row (a Python pass over its file).
 MODES = {
+    "rescue": {"schema__evolution": "rescue"},
     "append": {},
     "merge": {"mode": "merge", "record__key": "file,n"},
     "transform": {"transform__sql": "SELECT file, n, n * 10 AS tenfold FROM src WHERE file IS NOT NULL"},
@@ -78,6 +82,13 @@ def test_ingest_killed_at_any_point_resumes_exactly_once(shared_stack, spark, mo
     assert Counter((r["file"], r["n"]) for r in rows) == Counter(
         {(i, n): 1 for i in range(FILES) for n in (0, 1)}
     )
+    if mode == "rescue":
+        rescued = {(r["file"], r["n"]): r["_rescued_data"] for r in rows}
+        assert rescued == {
+            (i, n): json.dumps({"extra": i}, separators=(",", ":")) if n else None
+            for i in range(FILES)
+            for n in (0, 1)
+        }
     errors = read_table(target + "_errors")
     assert Counter(e["_source_file"] for e in errors) == Counter(
         {f"s3://{shared_stack.bucket}/crash/{i:02d}.json": 1 for i in range(FILES)}
