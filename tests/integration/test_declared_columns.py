@@ -163,3 +163,21 @@ def test_a_decimal_hint_keeps_files_of_json_numbers_on_the_fast_path(
     assert [b.fast_path_files for b in report.batches] == [1]  # b.json's string amount: the line path's
     got = {r["id"]: r["amount"] for r in read_table(path)}
     assert got == {1: Decimal("2.50"), 2: None, 3: Decimal("1000.50")}  # Spark drops the ',' of a string
+
+
+def test_csv_hints_type_the_headers_columns_on_the_fast_path(
+    make_stack: Any, s3: Any, spark: Any, tmp_path: Path
+):
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="in/a.csv", Body=b"id,amount,code\n1,2.5,007\n2,,010\n")
+    capture(stack)
+    path = str(tmp_path / "t")
+    conf = target_conf("t", path, "csv", schema__hints="amount DECIMAL(18,2)", schema__infer__types="false")
+
+    report = _ingest(stack, spark, conf)
+
+    assert [b.fast_path_files for b in report.batches] == [1]
+    assert sorted((r["id"], r["amount"], r["code"]) for r in read_table(path)) == [
+        ("1", Decimal("2.50"), "007"),
+        ("2", None, "010"),
+    ]

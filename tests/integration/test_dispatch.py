@@ -313,3 +313,24 @@ def test_json_decimal_hints_give_the_same_rows_on_either_path(s3, aws_options, s
     _both_paths(
         spark, s3, aws_options, tmp_path, "json", bodies, extra={"schema.hints": "amount DECIMAL(18,2)"}
     )
+
+
+_CSV_AMOUNT = st.sampled_from(
+    ["2.5", "+1", ".5", "5.", "1e2", "-0", "2.555", '"1,000"', " 3", "x", "", "12345678901234567890", "NaN"]
+)
+
+
+@settings(_SETTINGS, max_examples=5)
+@given(
+    bodies=st.lists(
+        st.lists(st.tuples(st.integers(0, 9), _CSV_AMOUNT), min_size=1, max_size=5).map(
+            lambda rows: ("id,amount\n" + "".join(f"{i},{a}\n" for i, a in rows)).encode()
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_csv_decimal_hints_give_the_same_rows_on_either_path(s3, aws_options, spark, tmp_path, bodies):
+    _both_paths(
+        spark, s3, aws_options, tmp_path, "csv", bodies, extra={"schema.hints": "amount DECIMAL(18,2)"}
+    )

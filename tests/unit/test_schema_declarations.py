@@ -14,6 +14,7 @@ from s3events.config import load_settings
 from s3events.config.avro_schema import avro_columns
 from s3events.config.ddl_schema import DdlError, ddl_text, parse_columns
 from s3events.errors import ConfigError
+from s3events.ingest.files.formats import csv_types
 from s3events.ingest.files.formats.csv_format import NewColumns, parse_csv
 from s3events.ingest.files.formats.json_format import as_strings, parse_json_lines
 from s3events.ingest.schema_file import schema_text
@@ -274,14 +275,32 @@ def test_csv_hints_type_the_headers_columns_and_the_rest_is_inferred_or_text():
 
 
 def test_a_csv_value_that_misses_its_hint_sends_the_file_to_the_line_path():
-    parsed = parse_csv(
-        CSV, FILE, "e", known=pa.schema([]), declared=False, new=NewColumns({"flag": pa.int32()})
-    )
+    none = pa.schema([])
+    parsed = parse_csv(CSV, FILE, "e", known=none, declared=False, new=NewColumns({"flag": pa.int32()}))
     assert parsed.table is None and "hinted" in (parsed.reason or "")
-    decimal = parse_csv(
-        CSV, FILE, "e", known=pa.schema([]), declared=False, new=NewColumns({"amount": pa.decimal128(18, 2)})
-    )
-    assert decimal.table is None
+    rounded = CSV.replace(b"2.50", b"2.555")  # from_csv rounds it half up: the line path's to give
+    decimal = NewColumns({"amount": pa.decimal128(18, 2)})
+    assert parse_csv(rounded, FILE, "e", known=none, declared=False, new=decimal).table is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            ["2.50", "+1", ".5", "5.", "1e2", "-0", None],
+            ["2.50", "1.00", "0.50", "5.00", "100.00", "0.00", None],
+        ),
+        (["1,000"], None),  # Spark drops the ',' before BigDecimal reads it
+        ([" 2"], None),
+        (["2.555"], None),
+        (["12345678901234567"], None),  # beyond DECIMAL(18,2)
+        (["NaN"], None),
+    ],
+)
+def test_csv_decimal_values_convert_as_from_csv_reads_them_or_not_at_all(text, expected):
+    converted = csv_types.convert(pa.chunked_array([pa.array(text, pa.string())]), pa.decimal128(18, 2))
+    got = None if converted is None else [None if v is None else str(v) for v in converted.to_pylist()]
+    assert got == expected
 
 
 DECIMAL = pa.schema([pa.field("amount", pa.decimal128(18, 2))])

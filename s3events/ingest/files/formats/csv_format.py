@@ -101,7 +101,7 @@ def fast_parser(
 
 def fast_path_supports(schema: pa.Schema) -> bool:
     """Whether every column has a type whose from_csv conversion the fast path reproduces."""
-    return all(f.type in SUPPORTED for f in schema)
+    return all(csv_types.supported(f.type) for f in schema)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,8 @@ class CsvParser:
         return False  # in header order
 
     def keeps_type(self, t: pa.DataType) -> bool:
-        return is_spark_like(t)  # int32, int64, double, bool, string
+        fixed = [*self.known.types, *(self.hints or {}).values()]  # e.g. a DECIMAL Spark never infers
+        return is_spark_like(t) or t in fixed  # int32, int64, double, bool, string
 
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
@@ -162,7 +163,7 @@ class NewColumns:
     def typed(self, name: str, values: pa.ChunkedArray) -> tuple[pa.Field, pa.ChunkedArray] | str:
         hinted = self.hints.get(name)
         if hinted is not None:
-            converted = csv_types.convert(values, hinted) if hinted in SUPPORTED else None
+            converted = csv_types.convert(values, hinted) if csv_types.supported(hinted) else None
             if converted is None:
                 return f"column {name}: its values as the hinted {hinted} (the line path converts them)"
             return pa.field(name, hinted), converted

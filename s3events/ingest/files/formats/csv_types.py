@@ -24,6 +24,9 @@ INTEGERS = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
 SUPPORTED = {*INTEGERS, pa.float64(), pa.bool_(), pa.string()}
 
 INTEGER = r"^[+-]?[0-9]+$"
+# What Java's BigDecimal reads, which from_csv gives a DECIMAL column (rounded half up to its scale: a value
+# that would round, or exceed the precision, fails pyarrow's cast instead, and the line path decides).
+DECIMAL = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 DOUBLE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"  # what Java's parseDouble reads
 # An integer or a plain decimal (a scale above 0): a double under Spark's inference, unless all are integers.
 NUMBER = r"^[+-]?(?:[0-9]+|[0-9]*\.[0-9]+)$"
@@ -63,6 +66,11 @@ def infer(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
     return "values Spark's inference may type otherwise (dates, timestamps, NaN, exponents, ...)"
 
 
+def supported(t: pa.DataType) -> bool:
+    """Whether `convert` reproduces from_csv's conversion to `t`."""
+    return t in SUPPORTED or pa.types.is_decimal128(t)
+
+
 def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
     """`values` as from_csv converts them to `to`, or None when one would be malformed there."""
     if to == pa.string():
@@ -72,6 +80,8 @@ def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
     present = values.drop_null()
     if to == pa.bool_():
         return _booleans(values, present)
+    if pa.types.is_decimal128(to):
+        return _cast(values, to) if _all_match(present, DECIMAL) else None
     try:
         if to in INTEGERS:
             if _all(pc.ascii_is_decimal(present)):
