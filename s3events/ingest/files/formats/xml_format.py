@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from xml.etree.ElementTree import Element, ParseError
 
@@ -34,6 +35,7 @@ OPTIONS = {"rowtag", "attributeprefix", "valuetag", "ignoresurroundingspaces"}  
 Path = tuple[str, ...]  # an element's place in a record, array items at their array's
 _INTEGER = re.compile(r"[+-]?\d{1,18}")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER_STARTS = frozenset("+-.0123456789")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +67,10 @@ def records(data: bytes, *, options: XmlOptions) -> Iterator[tuple[int, str]]:
     arrays: set[Path] = set()
     for row in rows:
         _shapes(row, (), structs, arrays)
+    flat = structs == {()} and not arrays  # no field is a struct or an array anywhere: nothing to reshape
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     for index, row in enumerate(rows):
-        shaped = _reshaped(row, (), structs, arrays, options.value_tag)
-        yield index, json.dumps(shaped, ensure_ascii=False, allow_nan=False)
+        yield index, encode(row if flat else _reshaped(row, (), structs, arrays, options.value_tag))
 
 
 def _shapes(value: Any, path: Path, structs: set[Path], arrays: set[Path]) -> None:
@@ -78,7 +81,8 @@ def _shapes(value: Any, path: Path, structs: set[Path], arrays: set[Path]) -> No
     elif isinstance(value, dict):
         structs.add(path)
         for name, child in value.items():
-            _shapes(child, (*path, name), structs, arrays)
+            if isinstance(child, (dict, list)):  # a scalar adds no shape: the common case, skipped
+                _shapes(child, (*path, name), structs, arrays)
 
 
 def _reshaped(value: Any, path: Path, structs: set[Path], arrays: set[Path], value_tag: str) -> Any:
@@ -100,12 +104,17 @@ def _item(value: Any, path: Path, structs: set[Path], arrays: set[Path], value_t
 
 def _rows(data: bytes, options: XmlOptions) -> Iterator[dict[str, Any]]:
     depth, inside = 0, 0
+    is_row: dict[Any, bool] = {}  # tag -> whether its local name is rowTag (a file has few tags)
     try:
         for event, element in safe_xml.iterparse(
             io.BytesIO(data), events=("start", "end"), forbid_dtd=False, forbid_entities=True
         ):
             depth += 1 if event == "start" else -1
-            if _local(element.tag) != options.row_tag:
+            tag = element.tag
+            row = is_row.get(tag)
+            if row is None:
+                row = is_row[tag] = _local(tag) == options.row_tag
+            if not row:
                 continue
             if event == "start":
                 inside = inside or depth
@@ -119,6 +128,7 @@ def _rows(data: bytes, options: XmlOptions) -> Iterator[dict[str, Any]]:
         raise CorruptData(f"not well-formed XML: {exc}") from exc
 
 
+@lru_cache(maxsize=4096)  # a file has few distinct tags, met once per element
 def _local(tag: Any) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
@@ -147,7 +157,7 @@ def _record(element: Element, options: XmlOptions) -> dict[str, Any]:
 
 
 def _value(element: Element, options: XmlOptions) -> Any:
-    if element.attrib or any(isinstance(c.tag, str) for c in element):
+    if element.attrib or (len(element) and any(isinstance(c.tag, str) for c in element)):
         return _record(element, options)
     text = element.text or ""
     return _typed(text, options) if text.strip() else None
@@ -155,6 +165,8 @@ def _value(element: Element, options: XmlOptions) -> Any:
 
 def _typed(text: str, options: XmlOptions) -> Any:
     value = text.strip() if options.strip else text
+    if value[:1] not in _NUMBER_STARTS:  # not a number: only a boolean is left to tell
+        return value.lower() == "true" if value.lower() in ("true", "false") else value
     if _INTEGER.fullmatch(value):
         return int(value)
     if _NUMBER.fullmatch(value):
