@@ -90,7 +90,7 @@ def test_add_mode_with_a_rescued_column_adds_new_fields_and_rescues_misfit_value
     rows = read_table(path)
     assert _rescued(rows, "leftovers") == {1: None, 2: {"n": "two"}, 3: None}
     assert {r["id"]: (r["n"], r["new"]) for r in rows} == {1: (1, None), 2: (None, True), 3: (3, None)}
-    assert not DeltaTable(path + "_errors").to_pyarrow_table().num_rows if _exists(path + "_errors") else True
+    assert not _exists(path + "_errors") or read_table(path + "_errors") == []  # nothing became an error row
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "line-path"])

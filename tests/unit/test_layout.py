@@ -22,6 +22,7 @@ PURE = [
     "s3events.ingest.files.latest_rows",
     "s3events.ingest.files.lineage",
     "s3events.ingest.files.formats.csv_types",
+    "s3events.ingest.files.rescue",  # runs in executors: the rescued column's text
     "s3events.ingest.merge_scope",
     "s3events.ingest.deletes",
     "s3events.ingest.files.transform_sql",
