@@ -4,6 +4,7 @@
         [--files 40]
         [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path] [--mode append|merge]
         [--existing-target] [--warm-jobs 40] [--transform-sql "SELECT ... FROM src WHERE ..."]
+        [--schema-evolution add|rescue|fail|ignore]
 
 `--mode merge` makes every contender upsert by the data's unique `id` into its fresh target (ours:
 `mode=merge`, `record.key=id`; baseline A: an empty table, then one `DeltaTable.merge` of all rows;
@@ -491,6 +492,12 @@ def main() -> int:
         help="append to targets holding a seed batch (a target's later batches) instead of fresh ones",
     )
     parser.add_argument(
+        "--schema-evolution",
+        choices=("add", "rescue", "fail", "ignore"),
+        default="add",
+        help="also measure ours with this schema.evolution (a contender of its own, against ours' add)",
+    )
+    parser.add_argument(
         "--transform-sql",
         help="also measure ours with this SQL as the target's transform.sql (a contender of its own)",
     )
@@ -565,6 +572,9 @@ def main() -> int:
             for k, v in labels_for(fmt, mode).items()
             if not (k == "lines" and no_line_path) and not (k == "xform" and not args.transform_sql)
         }
+        evolution = [f"s3events.ingest.target.{TARGET}.schema.evolution={args.schema_evolution}"]
+        if args.schema_evolution != "add":
+            labels["evo"] = f"ours, schema.evolution={args.schema_evolution}"
         results: dict[str, list[Measure]] = {k: [] for k in labels}
         for r in range(1, args.rounds + 1):
             in_mode = mode_settings(mode)
@@ -575,6 +585,13 @@ def main() -> int:
                 endpoint.url, metadata, str(work / f"ours-{r}"), args.files, *in_mode, fmt=fmt
             )
             results["ours"].append(run_ours(settings, spark, rows))
+            if "evo" in results:
+                if seeded:
+                    shutil.copytree(work / "seed-ours", work / f"evo-{r}")
+                settings = ingest_settings(
+                    endpoint.url, metadata, str(work / f"evo-{r}"), args.files, *in_mode, *evolution, fmt=fmt
+                )
+                results["evo"].append(run_ours(settings, spark, rows))
             if "lines" in results:
                 line_path = f"s3events.ingest.target.{TARGET}.{fmt}.fast.path=false"
                 settings = ingest_settings(
@@ -605,7 +622,7 @@ def main() -> int:
                     flush=True,
                 )
             # the outputs were checked: keep the disk small
-            for name in ("ours", "lines", "xform", "a", "a1", "b"):
+            for name in ("ours", "evo", "lines", "xform", "a", "a1", "b"):
                 shutil.rmtree(work / f"{name}-{r}", ignore_errors=True)
 
         wall = {k: median(m.wall for m in v) for k, v in results.items()}
@@ -631,10 +648,15 @@ def main() -> int:
         figures.update({f"ours_cpu_{kind}_s": round(s, 3) for kind, s in split["ours"].items() if s})
         if "xform" in results:
             figures["transform_vs_ours_x"] = round(ratio(wall["ours"], wall["xform"]), 2)
+        if "evo" in results:  # > 1: the mode is faster than add
+            figures["evolution_vs_add_x"] = round(ratio(wall["ours"], wall["evo"]), 2)
+            print(f"ratio schema.evolution={args.schema_evolution}/add: {figures['evolution_vs_add_x']:.2f}")
         case = f"{fmt}, {mode}" + (", existing target" if seeded else "")
         case += ", transform" if args.transform_sql else ""
+        case += f", schema.evolution={args.schema_evolution}" if "evo" in results else ""
         params = {"format": fmt, "mode": mode, "existing_target": seeded, "files": args.files}
         params |= {"transform_sql": args.transform_sql} if args.transform_sql else {}
+        params |= {"schema_evolution": args.schema_evolution} if "evo" in results else {}
         params |= {"lines": args.lines, "rounds": args.rounds, "warm_jobs": args.warm_jobs}
         run.add(case, params=params, figures=figures)
         run.save()
