@@ -130,7 +130,7 @@ def _run_tasks(
 ) -> list[dict[str, Any]]:
     """Every task's result rows: from a Spark job, or from threads of the driver for a small batch."""
     tasks = task_count(spark, files)
-    in_driver = driver_bytes(files) <= target.driver_read_max_bytes
+    in_driver = reads_in_driver(files, target)
     task = partial(
         fast_task,
         aws=aws,
@@ -151,7 +151,7 @@ def _run_tasks(
     )
     if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))
-        results = _run_in_driver(task, files, min(len(files), tasks))
+        results = run_in_driver(task, files, min(len(files), tasks))
     else:  # the tasks' results are a few rows each: an RDD job, no query to plan
         results = files_frame(spark, files, tasks).run_each(task)
     return [row for batch in results for row in batch.to_pylist()]
@@ -242,7 +242,12 @@ def driver_bytes(files: tuple[FileRef, ...]) -> int:
     return sum(held_bytes(f) or 0 for f in files)
 
 
-def _run_in_driver(task: TaskFunction, files: tuple[FileRef, ...], slices: int) -> list[pa.RecordBatch]:
+def reads_in_driver(files: tuple[FileRef, ...], target: TargetSpec) -> bool:
+    """Whether a batch is small enough to read on the driver's threads (`driver.read.max.bytes`)."""
+    return driver_bytes(files) <= target.driver_read_max_bytes
+
+
+def run_in_driver(task: TaskFunction, files: tuple[FileRef, ...], slices: int) -> list[pa.RecordBatch]:
     """The tasks a Spark job would run, on threads of this process (pyarrow's parsers and writers release
     the GIL), with the files sliced in batch order as the job's partitions would be."""
     groups = [list(files[i * len(files) // slices : (i + 1) * len(files) // slices]) for i in range(slices)]

@@ -1,5 +1,7 @@
 """Step 2 for a target with a SQL transform (`ingest/files/transform.py`). `src` is the batch's rows parsed
-by the fast path and held by Spark (`transform_src`), or, for a batch the fast path cannot take whole,
+by the fast path, held by the driver for a batch of up to `driver.read.max.bytes` (then the transform's
+rows come back to the driver and its threads write them, as the fast path's driver threads do) or by
+Spark for a larger one (`transform_src`), or, for a batch the fast path cannot take whole,
 read by the same paths as any batch (fast and line, `dispatch.run_batch`) into a scratch directory
 under the target's staging prefix (`src-<id>`), never committed and removed after (or by the next
 start, `scratch.remove_left`, when the process died first). The transform's rows, shaped by the
@@ -14,7 +16,10 @@ Spark's message). A failure about the SQL itself, or one every file of the batch
 from __future__ import annotations
 
 import logging
+import math
+import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -30,10 +35,12 @@ from s3events.infra.parquet_files import (
     from_row,
     read_data_files,
     remove_data_files,
+    write_partitioned,
     written_files_batch,
 )
 from s3events.ingest.files import latest_rows, post_parse
 from s3events.ingest.files.dispatch import fast_parser, run_batch
+from s3events.ingest.files.fast_path import reads_in_driver
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import staged_rows, write_rows
 from s3events.ingest.files.merge_input import MergeInput
@@ -44,12 +51,15 @@ from s3events.ingest.files.transform import (
     TransformFailed,
     isolate,
     quiet_spark_errors,
+    rows_without_output,
 )
-from s3events.ingest.files.transform_src import ParsedSrc, conformed, parsed_src
+from s3events.ingest.files.transform_src import HeldSrc, ParsedSrc, conformed, held_src, parsed_src
 from s3events.ingest.model import Batch
 from s3events.ingest.target import TargetSpec
 
 log = logging.getLogger(__name__)
+
+_SHARED_BYTES = 32 << 20  # source bytes per driver thread writing a small batch's transformed rows
 
 
 def run_transformed(
@@ -69,7 +79,11 @@ def run_transformed(
     if parsed is not None:
         try:
             read = ReadOutput(parsed.schema, ERROR_SCHEMA.empty_table(), fast_path_files=len(batch.files))
-            job = _Job(transform, target, read, parsed.frame, existing_schema, aws, ingested_at, size)
+            if isinstance(parsed, HeldSrc):
+                src = partial(parsed.frame, transform.session)
+                job = _Job(transform, target, read, src, existing_schema, aws, ingested_at, size, held=parsed)
+            else:
+                job = _Job(transform, target, read, parsed.frame, existing_schema, aws, ingested_at, size)
             job.rows_by_file = parsed.rows_by_file
             return _transformed(job, sorted(parsed.rows_by_file))
         finally:
@@ -85,13 +99,15 @@ def run_transformed(
 
 def _parsed(
     transform: Transform, batch: Batch, as_src: TargetSpec, aws: AwsOptions, ingested_at: datetime
-) -> ParsedSrc | None:
-    """The batch's rows held by Spark as the fast path parsed them, when it can read the whole batch."""
+) -> ParsedSrc | HeldSrc | None:
+    """The batch's rows as the fast path parsed them, when it can read the whole batch: held by the
+    driver for a small batch, else by Spark."""
     declared = declared_schema(as_src)
     parser = fast_parser(as_src, arrow_schema(declared) if declared is not None else None, None)
     if parser is None:
         return None
-    return parsed_src(transform.session, batch.files, as_src, parser=parser, aws=aws, ingested_at=ingested_at)
+    hold = held_src if reads_in_driver(batch.files, as_src) else parsed_src
+    return hold(transform.session, batch.files, as_src, parser=parser, aws=aws, ingested_at=ingested_at)
 
 
 def _transformed(job: _Job, sources: list[str]) -> ReadOutput:
@@ -117,6 +133,7 @@ class _Job:
     aws: AwsOptions
     ingested_at: datetime
     size: int  # the batch's source bytes (sizes the files written)
+    held: HeldSrc | None = None  # src held by the driver: the transform's rows are written there too
     rows_by_file: dict[str, int] | None = None  # src's rows per source file, when known
     schema: pa.Schema | None = None  # the target's schema after this batch
     filtered: int = 0
@@ -133,12 +150,29 @@ class _Job:
                 "which record.key / partition.by name"
             )
         self.schema = schema
+        if self.held is not None:
+            return self._run_held(shaped, schema, files)
         if self.target.mode == "merge":
             latest = post_parse.latest_per_key(shaped, self.target)
             return [], [staged_rows(latest, self.target, self.aws).cast(schema)]
         written = write_rows(shaped, self.target, schema, self.aws, self.size)
         self.filtered += self._removed(src, out, files, written)
         return written, []
+
+    def _run_held(
+        self, shaped: DataFrame, schema: pa.Schema, files: list[str]
+    ) -> tuple[list[WrittenFile], list[pa.Table]]:
+        """The transform's rows back in the driver (one Spark job, no Python worker), written there, or
+        held for the MERGE (`output` keeps the latest row per key)."""
+        assert self.held is not None
+        rows = shaped.toArrow().cast(schema)
+        if self.transform.removes_rows:
+            src = self.held.table(files)
+            generated = self.transform.generates  # an input row may give several: count by lineage
+            self.filtered += rows_without_output(src, rows) if generated else src.num_rows - rows.num_rows
+        if self.target.mode == "merge":
+            return [], [rows]
+        return _written_in_driver(rows, self.target, schema, self.aws, self.size), []
 
     def _removed(self, src: DataFrame, out: DataFrame, files: list[str], written: list[WrittenFile]) -> int:
         """Input rows no output row came from: src's rows less those written when each input row gives
@@ -171,6 +205,21 @@ class _Job:
         out = self.transform.frame_of(self.src([]).limit(0))
         shaped = post_parse.finish_rows(out, ingested_at=self.ingested_at, existing=self.existing)
         return arrow_schema(shaped.schema)
+
+
+def _written_in_driver(
+    rows: pa.Table, target: TargetSpec, schema: pa.Schema, aws: AwsOptions, total_bytes: int
+) -> list[WrittenFile]:
+    """`rows` written as data files on the driver's threads: a slice per `_SHARED_BYTES` of the batch's
+    source, up to one per core (as `line_path.write_rows` shares a write between tasks)."""
+    slices = max(1, min(os.cpu_count() or 1, math.ceil(total_bytes / _SHARED_BYTES), rows.num_rows))
+    size = math.ceil(rows.num_rows / slices) if rows.num_rows else 0
+    parts = [rows.slice(i * size, size) for i in range(slices)] if size else []
+    write = partial(
+        write_partitioned, table_uri=target.path, schema=schema, options=aws, partition_by=target.partition_by
+    )
+    with ThreadPoolExecutor(max_workers=max(1, len(parts)), thread_name_prefix="s3events-write") as pool:
+        return [f for written in pool.map(write, parts) for f in written]
 
 
 def _scratch_src(

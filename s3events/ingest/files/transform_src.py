@@ -9,6 +9,13 @@ decides the batch's `src` schema as the fast path does (`fast_path.table_schema`
 parts decoded under that schema (a `mapInArrow` in the transform's own session), filtered by file before
 decoding, so the halving search of `transform.isolate` decodes only the files it tries.
 
+A batch small enough to read on the driver's threads (`driver.read.max.bytes`, as the fast path
+decides) is parsed there by the same task function and held as one Arrow table (`held_src`): the
+transform then takes it into Spark once (`createDataFrame` of Arrow, no Python worker) and its rows come
+back as Arrow (`toArrow`) for the driver's threads to write, where the executors' route runs three
+Python stages (parse, decode, write) around the SQL, measured 2-4 times slower for such batches
+(docs/transforms.md).
+
 A batch the fast path cannot take whole (a declined file, types or CSV headers that differ, a key that
 gives no columns) returns None: the caller reads it by the normal paths into a scratch directory instead
 (`transform_path`), which splits such batches between the paths exactly.
@@ -23,6 +30,7 @@ from datetime import datetime
 from functools import partial
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -31,7 +39,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from s3events.errors import TransientError
 from s3events.infra.aws import AwsOptions
 from s3events.ingest.files import post_parse
-from s3events.ingest.files.fast_path import table_schema, task_count, unsplittable
+from s3events.ingest.files.fast_path import run_in_driver, table_schema, task_count, unsplittable
 from s3events.ingest.files.fast_task import fetched_ahead
 from s3events.ingest.files.formats.base import FileDeclined, FileParser
 from s3events.ingest.files.frames import collected, files_frame
@@ -72,6 +80,27 @@ class ParsedSrc:
         self.parts.unpersist()
 
 
+@dataclass(frozen=True, slots=True)
+class HeldSrc:
+    """A small batch's parsed rows, held by the driver as one Arrow table."""
+
+    rows: pa.Table  # under `schema`
+    schema: pa.Schema
+    rows_by_file: dict[str, int]
+
+    def table(self, files: list[str]) -> pa.Table:
+        """The rows of `files`."""
+        return self.rows.filter(pc.is_in(self.rows["_source_file"], value_set=pa.array(files, pa.string())))
+
+    def frame(self, session: SparkSession, files: list[str]) -> DataFrame:
+        """`src` for the rows of `files`, a DataFrame of `session` (the transform's)."""
+        part = self.table(files)
+        return session.createDataFrame(part if part.num_rows else [], schema=from_arrow_schema(self.schema))
+
+    def release(self) -> None:
+        """Nothing to release: the table goes with this object."""
+
+
 def parsed_src(
     spark: SparkSession,
     files: tuple[FileRef, ...],
@@ -86,14 +115,8 @@ def parsed_src(
     do not account for every file (see `fast_path.ensure_accounted`)."""
     if post_parse.key_failures(files, target.key_columns):
         return None
-    tasks = task_count(spark, files)
-    task = partial(
-        _parse_task,
-        aws=aws,
-        parser=parser,
-        finish=partial(post_parse.finish, key_columns=target.key_columns, ingested_at=ingested_at),
-    )
-    parts = files_frame(spark, files, tasks).map(task, from_arrow_schema(_PARTS))
+    task = _task(target, parser, aws, ingested_at)
+    parts = files_frame(spark, files, task_count(spark, files)).map(task, from_arrow_schema(_PARTS))
     parts = parts.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         found = _decided(collected(parts.select(*_SMALL)), files, target, parser)
@@ -105,6 +128,38 @@ def parsed_src(
         return None
     schema, rows = found
     return ParsedSrc(parts, schema, rows)
+
+
+def held_src(
+    spark: SparkSession,
+    files: tuple[FileRef, ...],
+    target: TargetSpec,
+    *,
+    parser: FileParser,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> HeldSrc | None:
+    """The batch's rows parsed by the fast path's `parser` on the driver's threads, sliced as
+    `parsed_src`'s tasks would be; None when the fast path cannot take the whole batch."""
+    if post_parse.key_failures(files, target.key_columns):
+        return None
+    task = _task(target, parser, aws, ingested_at)
+    slices = min(len(files), task_count(spark, files))
+    results = run_in_driver(lambda refs: pa.concat_batches(list(task(iter(refs)))), files, slices)
+    found = _decided([r for b in results for r in b.select(_SMALL).to_pylist()], files, target, parser)
+    if found is None:
+        return None
+    schema, rows = found
+    data = [d for b in results for d in b.column("data").to_pylist() if d is not None]
+    tables = [conformed(pa.ipc.open_stream(pa.py_buffer(d)).read_all(), schema) for d in data]
+    return HeldSrc(pa.concat_tables(tables) if tables else schema.empty_table(), schema, rows)
+
+
+def _task(
+    target: TargetSpec, parser: FileParser, aws: AwsOptions, ingested_at: datetime
+) -> partial[Iterator[pa.RecordBatch]]:
+    finish = partial(post_parse.finish, key_columns=target.key_columns, ingested_at=ingested_at)
+    return partial(_parse_task, aws=aws, parser=parser, finish=finish)
 
 
 def _decided(
