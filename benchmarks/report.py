@@ -138,7 +138,7 @@ SUMMARY = [
     Row(
         "Ingest JSON, small batch (8 files)",
         INGEST,
-        {"format": "json", "mode": "append", "files": 8},
+        {"format": "json", "mode": "append", "files": 8, "existing_target": False},
         ingest_summary,
     ),
     Row("Capture, client CPU", "capture_throughput", {"sqs": "moto", "batch": 1000}, capture_summary),
