@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # Parallel workers of `make test` / `make test-quick`, each with its own moto_server and Spark session
 # (~0.5-1 GB each). On 2 cores most of a test's time is waiting (child processes, JVM start-up, polls),
 # so more workers than cores pays. One test at a time per worker (--maxschedchunk 1): with xdist's
-# default chunks the first worker was handed the first quarter of the longest-first order, every
+# default chunks one worker was handed the first quarter of the longest-first order, every
 # multi-minute process test, and ran them one after another while the others finished early.
 WORKERS ?= 4
 XDIST := -n $(WORKERS) --dist load --maxschedchunk 1

@@ -293,19 +293,20 @@ _LONGEST_FIRST = ("cluster", "process", "chaos", "interop", "integration")
 # first and next to each other, so xdist's first hand-out (two tests per worker) gives them to one worker
 # and the fixture starts once.
 _TOGETHER_FIRST = ("tests/integration/test_standalone_cluster.py::",)
-# Then the tests `make test --durations=25` shows slowest (several JVMs each, or hundreds of objects), by
-# node id prefix, slowest first; docs/development.md's table says why each is slow.
+# Then the tests `--durations` shows slowest (JVMs of their own, faults ridden out, Hypothesis examples),
+# by node id prefix, slowest first; docs/development.md's table says why each is slow.
 _SLOWEST = (
-    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
-    "tests/integration/test_ingest_processes.py::test_two_ingest_processes_on_one_target",
-    "tests/integration/test_ingest_processes.py::test_stop_signal_finishes_the_batch_in_hand",
-    "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
-    "tests/interop/test_interop_pipeline.py::",
-    "tests/integration/test_fault_rate.py::",
-    "tests/integration/test_endpoint_outage.py::",
-    "tests/integration/test_prometheus.py::",
-    "tests/integration/test_ingest.py::test_one_version_of_500_files",
     "tests/integration/test_object_lives.py::",
+    "tests/integration/test_endpoint_outage.py::",
+    "tests/integration/test_fault_rate.py::",
+    "tests/integration/test_prometheus.py::",
+    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
+    "tests/interop/test_interop_pipeline.py::",
+    "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
+    "tests/integration/test_concurrent_writers.py::",
+    "tests/integration/test_credentials_rotated.py::",
+    "tests/integration/test_ingest_processes.py::test_stop_signal_finishes_the_batch_in_hand",
+    "tests/integration/test_ingest_processes.py::test_two_ingest_processes_on_one_target",
 )
 
 
@@ -323,10 +324,10 @@ def _expected_length(item: pytest.Item) -> tuple[int, int, int]:
 
 
 def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """Longest first (a stable sort: every xdist worker collects the same order), each test of a tier
-    in _LONGEST_FIRST followed by a unit test. A worker holds the test it runs and the next one (`--maxschedchunk 1`): that
-    next one is then a unit test of milliseconds, not a second long test waiting for the first to end
-    while another worker is idle."""
+    """Longest first (a stable sort: every xdist worker collects the same order), each test of a tier in
+    _LONGEST_FIRST followed by a unit test. A worker holds the test it runs and the next one
+    (`--maxschedchunk 1`): that next one is then a unit test of milliseconds, not a second long test
+    waiting for the first to end while another worker is idle."""
     ranked = sorted(items, key=_expected_length, reverse=True)
     together = [item for item in ranked if _rank(item, _TOGETHER_FIRST)]
     long = [item for item in ranked[len(together) :] if any(_expected_length(item))]
