@@ -339,9 +339,7 @@ def _parse_headers(
     for line in sorted(distinct):
         group_headers = headers.where(F.col("value") == F.lit(line))
         group = ok.join(F.broadcast(group_headers.select("_source_file")), "_source_file", "left_semi")
-        good, bad = _parse_group(
-            spark, group, group_headers, target, options, known, cached, table=existing
-        )
+        good, bad = _parse_group(spark, group, group_headers, target, options, known, cached, table=existing)
         goods.append(good)
         bads.append(bad)
         known = _with_new_columns(known, good)  # later groups keep the types earlier ones gave
@@ -416,11 +414,11 @@ def _line_schema(
         .schema
     )
     if existing is None:
-        return typed_inferred(target, evolve(existing, inferred), existing, by_position=True)
+        return typed_inferred(target, evolve(existing, inferred), existing)
     # from_csv maps fields by position: the schema is the header's columns, in its order, those the table
     # has keeping its type (the table's other columns, e.g. partition values from the key path, are not
     # in the lines: they are added after parsing).
     table = {f.name: f for f in from_arrow_schema(existing).fields}
     skip = {*LINEAGE, INGESTED_AT, CORRUPT}
     header = T.StructType([table.get(f.name, f) for f in inferred.fields if f.name not in skip])
-    return typed_inferred(target, header, existing, by_position=True)
+    return typed_inferred(target, header, existing)
