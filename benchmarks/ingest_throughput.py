@@ -4,6 +4,7 @@
         [--files 40]
         [--lines 25000] [--line-bytes 120] [--rounds 3] [--no-line-path] [--mode append|merge]
         [--existing-target] [--warm-jobs 40] [--transform-sql "SELECT ... FROM src WHERE ..."]
+        [--multi-line]
         [--schema-evolution add|rescue|fail|ignore]
 
 `--mode merge` makes every contender upsert by the data's unique `id` into its fresh target (ours:
@@ -17,9 +18,16 @@ and the columns id, user, amount, ok, country, note (no timestamp column: the CS
 columns Spark would infer as dates or timestamps to the line path); text files are log lines; Parquet
 files hold the JSON data's rows (the Parquet fast path reads them row group by row group; "line path"
 is its Spark path, `parquet.fast.path=false`). Avro (deflate), ORC and XML (`<row>` elements, rowTag=row)
-files hold the JSON data's rows; a binary object is the JSON file's bytes (one row per object). These
-four have one path (no line-path contender) and no baseline B; A reads them with fastavro,
-pyarrow.orc, defusedxml's iterparse (string columns) and the bytes as they are.
+files hold the JSON data's rows. A binary object stands for a scanned document, an image or a PDF:
+bytes that do not compress, one row per object, sizes cycling over 1/4, 1/2, 1 and 9/4 of
+`--lines` x `--line-bytes` (a folder of documents differs in size; `--files 100 --lines 10000
+--line-bytes 100` is 100 objects of 250 KB to 2.25 MB, 100 MB in all: what a document pipeline lands
+in one batch, and enough bytes that the per-batch cost does not hide the per-object one). These four
+have no line-path contender and no baseline B; A reads them with fastavro, pyarrow.orc, defusedxml's
+iterparse (string columns) and the bytes as they are. `--multi-line` (json, csv) writes each JSON file
+as one pretty-printed top-level array of its rows (an API dump) and gives each CSV row a quoted `note`
+holding a newline; the target reads them with `reader.options=multiLine=true` (the line path only, so
+no line-path contender and no B) and A with json.loads or pyarrow.csv's newlines_in_values.
 
 Set-up (not timed): a moto_server endpoint (`LocalEndpoint`, a child process), one bucket, `--files`
 objects of `--lines` JSON lines of about `--line-bytes` bytes each, PUT into it. The metadata table gets
@@ -81,6 +89,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import os
 import shutil
@@ -106,15 +115,16 @@ from s3events.infra import aws
 BUCKET = "bench-ingest"
 TARGET = "bench"
 FORMATS = ("json", "csv", "text", "parquet", "avro", "orc", "xml", "binary")
-ONE_PATH = ("avro", "orc", "xml", "binary")  # no fast path (no line-path contender) and no baseline B
+ONE_PATH = {"avro", "orc", "xml", "binary"}  # no line-path contender and no baseline B (+ --multi-line's)
+A_READER: dict[str, str] = {}  # format -> baseline A's reader when not the format's own (--multi-line)
 
 
 def labels_for(fmt: str, mode: str = "append") -> dict[str, str]:
     labels = {
         "ours": "ours: run_ingest (moto S3 -> Spark -> Delta)",
         "lines": f"ours, {fmt}.fast.path=false (line path)",
-        "A": f"A: boto3 + {READERS[fmt]} + write_deltalake",
-        "A1": f"A1: A with {READERS[fmt]} on one thread",
+        "A": f"A: boto3 + {READERS[A_READER.get(fmt, fmt)]} + write_deltalake",
+        "A1": f"A1: A with {READERS[A_READER.get(fmt, fmt)]} on one thread",
         "B": f"B: spark.read.{fmt}(local) + write.parquet",
         "xform": "ours, with --transform-sql",
     }
@@ -191,8 +201,15 @@ def make_avro_file(file_no: int, lines: int, line_bytes: int) -> bytes:
     """The JSON data's rows as one Avro file (deflate)."""
     import fastavro
 
-    fields = [("id", "long"), ("ts", "string"), ("user", "string"), ("amount", "double"), ("ok", "boolean"),
-              ("country", "string"), ("note", "string")]
+    fields = [
+        ("id", "long"),
+        ("ts", "string"),
+        ("user", "string"),
+        ("amount", "double"),
+        ("ok", "boolean"),
+        ("country", "string"),
+        ("note", "string"),
+    ]
     schema = {"type": "record", "name": "Row", "fields": [{"name": n, "type": t} for n, t in fields]}
     rows = pajson.read_json(io.BytesIO(make_file(file_no, lines, line_bytes))).to_pylist()
     sink = io.BytesIO()
@@ -221,6 +238,43 @@ def make_xml_file(file_no: int, lines: int, line_bytes: int) -> bytes:
     return "".join(out).encode()
 
 
+def make_binary_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """An object as an image or a PDF would be: bytes that do not compress, deterministic. Sizes cycle
+    over 1/4, 1/2, 1 and 9/4 of `lines` x `line_bytes` (a mean of that), as a folder of scans differs."""
+    import numpy as np
+
+    size = lines * line_bytes * (1, 2, 4, 9)[file_no % 4] // 4
+    return np.random.default_rng(file_no).bytes(size)
+
+
+def make_json_array_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """`--multi-line` JSON: the JSON data's rows as one pretty-printed top-level array (an API dump)."""
+    rows = [json.loads(line) for line in make_file(file_no, lines, line_bytes).splitlines()]
+    return json.dumps(rows, indent=2).encode()
+
+
+def make_multi_line_csv_file(file_no: int, lines: int, line_bytes: int) -> bytes:
+    """`--multi-line` CSV: the CSV data with each `note` quoted and holding a newline (an export of a
+    free-text column)."""
+    out = []
+    for i, line in enumerate(make_csv_file(file_no, lines, line_bytes).decode().splitlines(keepends=True)):
+        head, _, note = line.rstrip("\n").rpartition(",")
+        out.append(line if i == 0 else f'{head},"{note[: len(note) // 2]}\n{note[len(note) // 2 :]}"\n')
+    return "".join(out).encode()
+
+
+def use_multi_line(fmt: str) -> None:
+    """`--multi-line`: the format's files hold records across lines (`reader.options=multiLine=true`),
+    which only the line path reads: no line-path contender and no baseline B; A reads them with
+    json.loads (an array) or pyarrow.csv with newlines_in_values."""
+    if fmt not in ("json", "csv"):
+        raise SystemExit("--multi-line: json or csv only")
+    MAKERS[fmt] = {"json": make_json_array_file, "csv": make_multi_line_csv_file}[fmt]
+    FORMAT_SETTINGS[fmt] = [f"s3events.ingest.target.{TARGET}.reader.options=multiLine=true"]
+    A_READER[fmt] = f"{fmt}-multiline"
+    ONE_PATH.add(fmt)
+
+
 MAKERS = {
     "json": make_file,
     "csv": make_csv_file,
@@ -229,10 +283,18 @@ MAKERS = {
     "avro": make_avro_file,
     "orc": make_orc_file,
     "xml": make_xml_file,
-    "binary": make_file,  # one row per object: the JSON file's bytes
+    "binary": make_binary_file,
 }
-EXTENSIONS = {"json": "json", "csv": "csv", "text": "txt", "parquet": "parquet", "avro": "avro", "orc": "orc",
-              "xml": "xml", "binary": "bin"}
+EXTENSIONS = {
+    "json": "json",
+    "csv": "csv",
+    "text": "txt",
+    "parquet": "parquet",
+    "avro": "avro",
+    "orc": "orc",
+    "xml": "xml",
+    "binary": "bin",
+}
 FORMAT_SETTINGS = {"xml": [f"s3events.ingest.target.{TARGET}.reader.options=rowTag=row"]}
 
 
@@ -344,7 +406,7 @@ def run_baseline_a(
             BUCKET,
             keys,
             target,
-            fmt=fmt,
+            fmt=A_READER.get(fmt, fmt),
             merge_key="id" if mode == "merge" else None,
             threads=threads,
             create=not seeded,
@@ -498,12 +560,20 @@ def main() -> int:
         help="also measure ours with this schema.evolution (a contender of its own, against ours' add)",
     )
     parser.add_argument(
+        "--multi-line",
+        action="store_true",
+        help="json: one pretty-printed top-level array per file; csv: quoted newlines in a column "
+        "(reader.options=multiLine=true)",
+    )
+    parser.add_argument(
         "--transform-sql",
         help="also measure ours with this SQL as the target's transform.sql (a contender of its own)",
     )
     add_common(parser)
     args = parser.parse_args()
     smoke(args, files=2, lines=200, rounds=1, warm_jobs=0)
+    if args.multi_line:
+        use_multi_line(args.format)
     run = Run.start("ingest_throughput", smoke=args.smoke)
     if args.transform_sql and args.existing_target:
         parser.error("--transform-sql measures a fresh target: leave out --existing-target")
@@ -651,10 +721,13 @@ def main() -> int:
         if "evo" in results:  # > 1: the mode is faster than add
             figures["evolution_vs_add_x"] = round(ratio(wall["ours"], wall["evo"]), 2)
             print(f"ratio schema.evolution={args.schema_evolution}/add: {figures['evolution_vs_add_x']:.2f}")
-        case = f"{fmt}, {mode}" + (", existing target" if seeded else "")
+        case = f"{fmt}{' multi-line' if args.multi_line else ''}, {mode}" + (
+            ", existing target" if seeded else ""
+        )
         case += ", transform" if args.transform_sql else ""
         case += f", schema.evolution={args.schema_evolution}" if "evo" in results else ""
         params = {"format": fmt, "mode": mode, "existing_target": seeded, "files": args.files}
+        params |= {"multi_line": True} if args.multi_line else {}
         params |= {"transform_sql": args.transform_sql} if args.transform_sql else {}
         params |= {"schema_evolution": args.schema_evolution} if "evo" in results else {}
         params |= {"lines": args.lines, "rounds": args.rounds, "warm_jobs": args.warm_jobs}

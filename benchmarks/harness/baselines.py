@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,6 +31,8 @@ READERS = {
     "orc": "pyarrow.orc",
     "xml": "defusedxml iterparse",
     "binary": "the bytes",
+    "json-multiline": "json.loads",
+    "csv-multiline": "pyarrow.csv (newlines_in_values)",
 }
 
 
@@ -40,6 +43,14 @@ def read_with_pyarrow(fmt: str, body: bytes, threads: bool = True) -> pa.Table:
         return pajson.read_json(io.BytesIO(body), read_options=pajson.ReadOptions(use_threads=threads))
     if fmt == "csv":
         return pacsv.read_csv(io.BytesIO(body), read_options=pacsv.ReadOptions(use_threads=threads))
+    if fmt == "csv-multiline":  # quoted newlines inside records
+        return pacsv.read_csv(
+            io.BytesIO(body),
+            read_options=pacsv.ReadOptions(use_threads=threads),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        )
+    if fmt == "json-multiline":  # a top-level array (pyarrow.json reads only JSON lines)
+        return pa.Table.from_pylist(json.loads(body))
     if fmt == "text":
         return pa.table({"value": pa.array(body.decode("utf-8").splitlines(), pa.string())})
     if fmt in _WHOLE_FILE:
