@@ -523,10 +523,10 @@ TARGET_SCHEMA_HINTS: Key[Mapping[str, str]] = _target(
     type=DdlColumnsType(),
     default=_NO_OPTIONS,
     doc="Types of some columns in Spark DDL, e.g. amount DECIMAL(18,2), tags MAP<STRING,STRING> (json and "
-    "csv): the named columns take these types (json: they exist from the first batch; csv: where a header "
-    "names them), the others are inferred; a value that does not cast to its column's type is a misfit "
-    "(see schema.evolution). A column the table already has keeps its type. With schema or schema.file, "
-    "a hint replaces or adds that column there.",
+    "csv): a field the records hold takes its hinted type (a hint adds no column), the others are "
+    "inferred; a value that does not cast to its column's type is a misfit (see schema.evolution). A "
+    "column the table already has keeps its type. With schema or schema.file, a hint replaces or adds "
+    "that column there.",
 )
 TARGET_SCHEMA_INFER_TYPES: Key[bool] = _target(
     "schema.infer.types",

@@ -16,7 +16,7 @@ from s3events.config.ddl_schema import DdlError, ddl_text, parse_columns
 from s3events.errors import ConfigError
 from s3events.ingest.files.formats import csv_types
 from s3events.ingest.files.formats.csv_format import NewColumns, parse_csv
-from s3events.ingest.files.formats.json_format import as_strings, parse_json_lines
+from s3events.ingest.files.formats.json_format import as_strings, parse_json_lines, without_absent
 from s3events.ingest.schema_file import schema_text
 from s3events.ingest.target import target_specs
 from tests.unit.conftest import file_ref
@@ -331,3 +331,25 @@ def test_a_decimal_column_takes_the_fast_path_for_json_numbers():
 def test_a_decimal_value_the_fast_path_cannot_match_sends_the_file_to_the_line_path(line: bytes):
     parsed = parse_json_lines(line + b"\n", FILE, "e", known=DECIMAL, declared=False)
     assert parsed.table is None and parsed.reason
+
+
+HINTED = pa.schema([pa.field("n", pa.int64())])
+
+
+@pytest.mark.parametrize(
+    ("body", "kept"),
+    [
+        (b'{"id": 1}\n', "dropped"),  # no line holds it: no column, as Spark's inference gives none
+        (b'{"id": 1, "n": 4}\n{"id": 2}\n', "kept"),
+        (b'{"id": 1, "n": null}\n', "declined"),  # Spark infers a column of nulls: the line path's
+        (b'{"id": 1, "o": {"n": 1}}\n', "declined"),  # nested: not top-level, told apart by the line path
+    ],
+)
+def test_a_hinted_json_column_is_kept_only_where_a_line_holds_it(body: bytes, kept: str):
+    parsed = without_absent(
+        parse_json_lines(body, FILE, "e", known=HINTED, declared=False), HINTED.names, body
+    )
+    if kept == "declined":
+        assert parsed.table is None and "hinted" in (parsed.reason or "")
+    else:
+        assert parsed.table is not None and ("n" in parsed.table.column_names) == (kept == "kept")

@@ -39,14 +39,10 @@ def hinted_fields(target: TargetSpec) -> list[T.StructField]:
     return list(parsed.fields)
 
 
-def typed_inferred(
-    target: TargetSpec, schema: T.StructType, existing: pa.Schema | None, *, by_position: bool
-) -> T.StructType:
+def typed_inferred(target: TargetSpec, schema: T.StructType, existing: pa.Schema | None) -> T.StructType:
     """An inferred line schema under `schema.hints` and `schema.infer.types`: a column the table lacks
     takes its hinted type, else STRING when inference is off (the fast path's parsers apply the same
-    rule). JSON (`by_position` false) also holds the hinted columns its lines lack, after the table's
-    columns and before the other new ones, as the fast path orders them; CSV's columns are its header's,
-    by position (a hinted column no header names is not added)."""
+    rule). A hint types a field the lines hold, and adds no column; the order stays the inferred one."""
     hints = {f.name: f for f in hinted_fields(target)}
     if not hints and target.infer_types:
         return schema
@@ -59,13 +55,7 @@ def typed_inferred(
             return hints[f.name]
         return f if target.infer_types else T.StructField(f.name, T.StringType(), True)
 
-    fields = [typed(f) for f in schema.fields]
-    if by_position:
-        return T.StructType(fields)
-    first = [f for f in fields if f.name in table]
-    hinted = [f for name, f in hints.items() if name not in table]
-    rest = [f for f in fields if f.name not in table and f.name not in hints]
-    return T.StructType([*first, *hinted, *rest])
+    return T.StructType([typed(f) for f in schema.fields])
 
 
 def evolve(existing: pa.Schema | None, inferred: T.StructType) -> T.StructType:

@@ -66,6 +66,7 @@ _BLOCK_BYTES = 1 << 20  # pyarrow parses blocks in parallel; a longer line is re
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGIT_RUN = b"0" * 19  # 19 digits can exceed 64 bits
 _RESERVED = {f.name for f in LINEAGE_FIELDS} | {"_ingested_at", "_corrupt_record"}
+NO_COLUMNS = pa.schema([])
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,7 @@ class JsonParser:
     rescued: tuple[str, frozenset[str]] | None = None
     strings: bool = False  # schema.infer.types=false: new columns hold their values' text (`as_strings`)
     rescued_column: str | None = None  # a field of its name is rescued: without `rescued`, the line path's
+    hinted: pa.Schema = NO_COLUMNS  # schema.hints' columns outside `known`, kept where lines hold them
 
     @property
     def schema_from_every_file(self) -> bool:
@@ -88,13 +90,14 @@ class JsonParser:
         return True
 
     def keeps_type(self, t: pa.DataType) -> bool:
-        return is_spark_like(t) or (pa.types.is_decimal(t) and t in self.known.types)
+        return is_spark_like(t) or (pa.types.is_decimal(t) and t in [*self.known.types, *self.hinted.types])
 
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
+        typed = pa.schema([*self.known, *self.hinted])
         parsed = parse_json_lines(
-            data, file, etag, known=self.known, declared=self.declared, hints=hints, rescued=self.rescued
+            data, file, etag, known=typed, declared=self.declared, hints=hints, rescued=self.rescued
         )
         if (
             self.rescued is None
@@ -102,7 +105,8 @@ class JsonParser:
             and self.rescued_column in parsed.table.schema.names
         ):
             return ParsedFile(None, "a field named as the rescued column")
-        return as_strings(parsed, self.known) if self.strings else parsed
+        parsed = without_absent(parsed, self.hinted.names, data) if self.hinted else parsed
+        return as_strings(parsed, typed) if self.strings else parsed
 
 
 def fast_parser(
@@ -110,25 +114,47 @@ def fast_parser(
 ) -> JsonParser | None:
     """The fast path's parser for the target, or None: it takes no reader options, and columns of the
     types `fast_path_supports` names."""
-    known = with_hints(known_columns(declared, existing), target, declared)
-    known = rescue.without(known, target.rescued_column)
-    if target.reader_options or not fast_path_supports(known):
+    known = rescue.without(known_columns(declared, existing), target.rescued_column)
+    hinted = hinted_columns(known, target, declared, existing)
+    if target.reader_options or not fast_path_supports(pa.schema([*known, *hinted])):
         return None
     fixed = declared is not None or (target.schema_evolution == "rescue" and existing is not None)
     name = target.rescued_column
     rescued = (name, frozenset(known.names)) if name is not None and fixed else None
     strings = not target.infer_types and declared is None
-    return JsonParser(known, declared is not None, rescued, strings, name)
+    return JsonParser(known, declared is not None, rescued, strings, name, hinted)
 
 
-def with_hints(known: pa.Schema, target: TargetSpec, declared: pa.Schema | None) -> pa.Schema:
-    """`known` and the `schema.hints` columns it lacks, which every file's rows hold (`typed_inferred`
-    orders the line path's the same way); a declared schema holds its hints already."""
+def hinted_columns(
+    known: pa.Schema, target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None
+) -> pa.Schema:
+    """The `schema.hints` columns outside `known`: parsed with their types, kept where a file's lines
+    hold them (`without_absent`), new columns as any other (`typed_inferred` types the line path's). A
+    declared schema holds its hints already; under `rescue` the table's columns are fixed."""
     hinted = hinted_fields(target)
-    if declared is not None or not hinted:
-        return known
-    added = arrow_schema(T.StructType([f for f in hinted if f.name not in known.names]))
-    return pa.schema([*known, *added])
+    fixed = target.schema_evolution == "rescue" and existing is not None
+    if declared is not None or not hinted or fixed:
+        return NO_COLUMNS
+    return arrow_schema(T.StructType([f for f in hinted if f.name not in known.names]))
+
+
+def without_absent(parsed: ParsedFile, hinted: list[str], data: bytes) -> ParsedFile:
+    """The file's rows without the hinted columns none of its lines holds (pyarrow gives an explicit
+    column to every row; Spark's inference only the fields it sees). A hinted column all null whose
+    name the file spells somewhere (a field holding null, or a nested one) takes the line path."""
+    table = parsed.table
+    if table is None:
+        return parsed
+    empty = [n for n in hinted if n in table.column_names and table.column(n).null_count == table.num_rows]
+    if not empty:
+        return parsed
+    body = Body.of(data)
+    if b"\\u" in body:
+        return ParsedFile(None, "an escaped character where a hinted field's name may be")
+    spelled = "|".join(re.escape(json.dumps(n, ensure_ascii=False)) for n in empty)
+    if pc.match_substring_regex(text(body), f"(?:{spelled})\\s*:")[0].as_py():
+        return ParsedFile(None, "a hinted field holds only nulls (Spark's inference decides the column)")
+    return ParsedFile(table.drop_columns(empty))
 
 
 def as_strings(parsed: ParsedFile, known: pa.Schema) -> ParsedFile:
@@ -405,7 +431,7 @@ def _line_schema(
     if _fixed(target, existing):  # rescue: the table's columns, no inference needed
         return _without(evolve(existing, T.StructType([])), target.rescued_column)
     inferred = spark.read.options(**options).json(lines.select("value")).schema  # stays in the JVM
-    schema = typed_inferred(target, evolve(existing, inferred), existing, by_position=False)
+    schema = typed_inferred(target, evolve(existing, inferred), existing)
     return _without(schema, target.rescued_column)
 
 
