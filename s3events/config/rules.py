@@ -178,6 +178,13 @@ def _schema_keys_fit(settings: Values) -> None:
                     f"types inferred columns, which {keys.TARGET_FORMAT.concrete(target)}={fmt} has not: "
                     f"it applies to {', '.join(_INFERRING_FORMATS)}",
                 )
+        for name in settings.get_for(target, keys.TARGET_SCHEMA_HINTS):
+            if name.lower() in {*_RESERVED_COLUMNS, "_corrupt_record"}:
+                raise ConfigError(
+                    keys.TARGET_SCHEMA_HINTS.concrete(target),
+                    f"column {name!r} is the writer's own (lineage or Spark's corrupt-record column); "
+                    "hint the records' fields",
+                )
         if settings.get_for(target, keys.TARGET_SCHEMA) and settings.get_for(target, keys.TARGET_SCHEMA_FILE):
             raise ConfigError(
                 keys.TARGET_SCHEMA_FILE.concrete(target),

@@ -106,6 +106,14 @@ def test_hints_and_infer_types_need_a_format_that_infers(tmp_path: Path, setting
     assert "json, csv" in str(caught.value)
 
 
+def test_a_hint_for_a_lineage_column_fails_at_start_up(tmp_path: Path):
+    with pytest.raises(ConfigError) as caught:
+        settings_of(tmp_path, "s3events.ingest.target.orders.schema.hints=_source_line STRING")
+    assert caught.value.key == "s3events.ingest.target.orders.schema.hints" and "'_source_line'" in str(
+        caught.value
+    )
+
+
 def test_schema_and_schema_file_are_not_both_set(tmp_path: Path):
     with pytest.raises(ConfigError) as caught:
         settings_of(tmp_path, "s3events.ingest.target.orders.schema=id BIGINT", f"{FILE_KEY}=s3://b/o.avsc")
