@@ -88,7 +88,9 @@ class SparkRead:
         from s3events.ingest.files.transform import Transform
 
         if spec.name not in self._checked:
-            self._checked[spec.name] = Transform(self.spark, self._transforms[spec.name])
+            field = spec.delete.field if spec.delete is not None else None
+            marker = (keys.TARGET_DELETE_FIELD.concrete(spec.name), field) if field else None
+            self._checked[spec.name] = Transform(self.spark, self._transforms[spec.name], marker=marker)
             remove_left(spec.path, self._aws)  # scratch folders of a run killed mid-batch
         return self._checked[spec.name]
 

@@ -1,8 +1,10 @@
-"""Which path reads a file never shows in a transformed target either: hypothesis's JSON-lines batches
-(`test_dispatch.json_files`: types drifting between lines, lines that do not parse) go through a SQL
-transform (a projection deriving columns, a filter) once with the fast path allowed (its parsed rows are
-`src` directly when it can read the whole batch, else the normal paths' scratch rows) and once with the
-line path alone: the same schema, rows, error rows and filtered count."""
+"""Which path reads a file never shows in a transformed target either: hypothesis's JSON-lines and CSV
+batches (`test_dispatch.json_files` / `csv_files`: types drifting between lines, lines that do not
+parse, headers that differ between files) go through a SQL transform (a projection deriving columns, a
+filter) once with the fast path allowed (its parsed rows are `src` directly when it can read the whole
+batch, else the normal paths' scratch rows) and once with the line path alone: the same schema, rows,
+error rows and filtered count. The fast side alternates between the driver's route (a batch of up to
+`driver.read.max.bytes`: src held and its transformed rows written by the driver) and the executors'."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from tests.integration.test_dispatch import (
     _put,
     _rows,
     _target,
+    csv_files,
     json_files,
 )
 
@@ -39,11 +42,14 @@ SQL = (
 )
 
 
-def _transformed(spark: Any, batch: Batch, path: Path, options: aws.AwsOptions, *, fast: bool) -> ReadOutput:
+def _transformed(
+    spark: Any, batch: Batch, path: Path, options: aws.AwsOptions, fmt: str, *, fast: bool, in_driver: bool
+) -> ReadOutput:
+    extra = {"driver.read.max.bytes": str(1 << 40 if in_driver else 0)}
     return run_transformed(
         spark,
         batch,
-        _target("json", path, fast=fast),
+        _target(fmt, path, fast=fast, extra=extra),
         Transform(spark, TransformSpec(KEY, (SQL,))),
         existing_schema=None,
         aws=options,
@@ -51,25 +57,42 @@ def _transformed(spark: Any, batch: Batch, path: Path, options: aws.AwsOptions, 
     )
 
 
-@settings(  # derandomized, as test_dispatch's; fewer examples: each runs the transform twice
-    max_examples=4,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(bodies=json_files())
-def test_json_files_give_the_same_transformed_rows_and_error_rows_on_either_path(
-    s3: Any, aws_options: aws.AwsOptions, spark: Any, tmp_path: Path, bodies: list[bytes]
-):
+def _both_paths(
+    s3: Any, aws_options: aws.AwsOptions, spark: Any, tmp_path: Path, fmt: str, bodies: list[bytes]
+) -> None:
     run = next(_RUNS)
-    refs = _put(s3, _bucket(s3), f"transform/{run}", bodies, ".json")
+    refs = _put(s3, _bucket(s3), f"transform/{run}", bodies, f".{fmt}")
     batch = Batch(refs, (), Checkpoint(-1), Checkpoint(0))
     fast_path, line_path = tmp_path / f"{run}-fast", tmp_path / f"{run}-line"
 
-    fast = _transformed(spark, batch, fast_path, aws_options, fast=True)
-    line = _transformed(spark, batch, line_path, aws_options, fast=False)
+    fast = _transformed(spark, batch, fast_path, aws_options, fmt, fast=True, in_driver=run % 2 == 1)
+    line = _transformed(spark, batch, line_path, aws_options, fmt, fast=False, in_driver=False)
 
     assert sorted(fast.schema, key=lambda f: f.name) == sorted(line.schema, key=lambda f: f.name)
     assert _rows(fast, fast_path) == _rows(line, line_path)
     assert _errors(fast) == _errors(line)
     assert (fast.failed_files, fast.filtered, fast.rows) == (line.failed_files, line.filtered, line.rows)
+
+
+_SETTINGS = settings(  # derandomized, as test_dispatch's; fewer examples: each runs the transform twice
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+@_SETTINGS
+@given(bodies=json_files())
+def test_json_files_give_the_same_transformed_rows_and_error_rows_on_either_path(
+    s3: Any, aws_options: aws.AwsOptions, spark: Any, tmp_path: Path, bodies: list[bytes]
+):
+    _both_paths(s3, aws_options, spark, tmp_path, "json", bodies)
+
+
+@_SETTINGS
+@given(bodies=csv_files())
+def test_csv_files_give_the_same_transformed_rows_and_error_rows_on_either_path(
+    s3: Any, aws_options: aws.AwsOptions, spark: Any, tmp_path: Path, bodies: list[bytes]
+):
+    _both_paths(s3, aws_options, spark, tmp_path, "csv", bodies)

@@ -166,6 +166,30 @@ def test_sql_spark_refuses_is_one_line_naming_the_key(spark: Any, sql: str, said
     assert "at org.apache.spark" not in capfd.readouterr().err  # no JVM stack logged
 
 
+DELETE_FIELD = ("s3events.ingest.target.t.delete.field", "amount")
+
+
+@pytest.mark.parametrize("sql", ["SELECT id FROM src", "SELECT id, amount AS amount_text FROM src"])
+def test_a_transform_dropping_the_delete_field_its_rows_hold_is_refused_naming_the_key(spark: Any, sql: str):
+    t = Transform(spark, TransformSpec("s3events.ingest.target.t.transform.sql", (sql,)), marker=DELETE_FIELD)
+
+    with pytest.raises(ConfigError) as refused:
+        t.check(SCHEMA)
+
+    message = str(refused.value)
+    assert message.startswith("s3events.ingest.target.t.transform.sql: the transform drops amount")
+    assert "s3events.ingest.target.t.delete.field" in message and "\n" not in message
+
+
+def test_a_transform_keeping_the_delete_field_or_over_rows_without_it_is_accepted(spark: Any):
+    keeps = Transform(
+        spark, TransformSpec("k", ("SELECT *, id * 2 AS twice FROM src WHERE id > 0",)), marker=DELETE_FIELD
+    )
+    assert "amount" in keeps.check(SCHEMA).names
+    without = Transform(spark, TransformSpec("k", ("SELECT id FROM src",)), marker=DELETE_FIELD)
+    assert "amount" not in without.check(pa.schema([f for f in SCHEMA if f.name != "amount"])).names
+
+
 KEYS = ("s3events.ingest.target.t.transform.sql", "s3events.ingest.target.t.transform.sql.file")
 LOCAL = aws.AwsOptions(region="us-east-1")
 

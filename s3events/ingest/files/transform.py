@@ -97,8 +97,9 @@ def _read(source: str, key: str, aws_options: aws.AwsOptions) -> str:
 class Transform:
     """One target's transform in a Spark session of its own."""
 
-    def __init__(self, spark: Any, spec: TransformSpec) -> None:
+    def __init__(self, spark: Any, spec: TransformSpec, *, marker: tuple[str, str] | None = None) -> None:
         self.spec = spec
+        self._marker = marker  # merge mode's delete.field: (its key, the column it names)
         self._session = spark.newSession()
         # `createDataFrame` of an Arrow table below this threshold becomes a LocalRelation: rows converted
         # one by one on the driver and kept in the plan (measured: twice the JVM's CPU of a 160,000-row
@@ -181,6 +182,7 @@ class Transform:
         reason = refusal(tree)
         if reason:
             raise ConfigError(self.spec.key, f"a transform must be row-wise, and this one has {reason}")
+        self._check_marker(src.columns, [str(a.name()) for a in _items(analyzed.output())])
         jvm = session._jvm
         if analyzed.getClass().getSimpleName() == "WithCTE":  # references to a CTE keep stale columns
             analyzed = jvm.org.apache.spark.sql.catalyst.optimizer.InlineCTE(True, False).apply(analyzed)
@@ -189,6 +191,19 @@ class Transform:
         return DataFrame(
             jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, plan), session
         )
+
+    def _check_marker(self, inputs: Sequence[str], outputs: Sequence[str]) -> None:
+        """ConfigError when the rows hold delete.field's column and the transform drops it: the MERGE
+        would see no deletes (a row without the column is an upsert), silently."""
+        if self._marker is None:
+            return
+        key, column = self._marker
+        if column in inputs and column not in outputs:
+            raise ConfigError(
+                self.spec.key,
+                f"the transform drops {column}, the column {key} names: every delete would be written "
+                f"as an upsert; select it (SELECT *, ... or name {column})",
+            )
 
 
 def isolate(files: list[str], run: Callable[[list[str]], R], *, key: str) -> tuple[list[R], dict[str, str]]:
