@@ -53,13 +53,16 @@ def transforms_of(specs: Sequence[TargetSpec], options: aws.AwsOptions) -> dict[
 
 
 def declared_arrow_schema(spec: TargetSpec) -> pa.Schema:
-    """`src`'s schema for a target whose `schema` key declares what its files hold: lineage, then it."""
+    """`src`'s schema for a target whose `schema` key declares what its files hold: lineage, then it (and
+    the rescued column, when the target has one)."""
     from s3events.ingest.files.line_parse import arrow_schema, declared_schema
     from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE_FIELDS, TIMESTAMP
 
     declared = declared_schema(spec)
     assert declared is not None
-    return pa.schema([*LINEAGE_FIELDS, *arrow_schema(declared), pa.field(INGESTED_AT, TIMESTAMP)])
+    data = [f for f in arrow_schema(declared) if f.name != spec.rescued_column]
+    rescued = [pa.field(spec.rescued_column, pa.string())] if spec.rescued_column else []
+    return pa.schema([*LINEAGE_FIELDS, *data, *rescued, pa.field(INGESTED_AT, TIMESTAMP)])
 
 
 class SparkRead:

@@ -255,3 +255,29 @@ def test_csv_rescue_gives_the_same_rows_and_error_rows_on_either_path(
 
 def _exists(path: str) -> bool:
     return Path(path, "_delta_log").exists()
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "line-path"])
+def test_a_transform_reads_the_rescued_column_in_src(
+    make_stack: Any, s3: Any, spark: Any, tmp_path: Path, fast: bool
+):
+    stack = make_stack()
+    path = str(tmp_path / "t")
+    sql = "SELECT id, get_json_object(_rescued_data, '$.extra') AS extra, _rescued_data FROM src"
+    conf = target_conf(
+        "t",
+        path,
+        "json",
+        schema="id BIGINT",
+        schema__evolution="rescue",
+        transform__sql=sql,
+        json__fast__path=str(fast).lower(),
+    )
+    _put(s3, stack, "a.json", jsonl([{"id": 1}, {"id": 2, "extra": "x"}]))
+    assert not build_ingest(settings_for(stack, {"t": conf}), spark=spark).run_once().failed
+
+    rows = sorted(read_table(path), key=lambda r: r["id"])
+    assert [(r["id"], r["extra"], r["_rescued_data"]) for r in rows] == [
+        (1, None, None),
+        (2, "x", '{"extra":"x"}'),
+    ]

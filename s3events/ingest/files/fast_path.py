@@ -83,7 +83,7 @@ def run_fast(
         existing,
         parser.known,
         [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]],
-        _last_columns(target),
+        last_columns(target),
         sort_new=parser.new_columns_sorted,
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
@@ -112,7 +112,7 @@ def run_fast(
     return FastResult(written, schema, rest, reasons, ignored_fields=ignored)
 
 
-def _last_columns(target: TargetSpec) -> tuple[str, ...]:
+def last_columns(target: TargetSpec) -> tuple[str, ...]:
     """The columns every task appends to the data columns, in this order (`post_parse.finish`)."""
     keyed = target.key_columns.names if target.key_columns is not None else ()
     return (*keyed, *((target.rescued_column,) if target.rescued_column is not None else ()))

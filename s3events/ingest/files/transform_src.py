@@ -39,7 +39,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from s3events.errors import TransientError
 from s3events.infra.aws import AwsOptions
 from s3events.ingest.files import post_parse
-from s3events.ingest.files.fast_path import run_in_driver, table_schema, task_count, unsplittable
+from s3events.ingest.files.fast_path import (
+    last_columns,
+    run_in_driver,
+    table_schema,
+    task_count,
+    unsplittable,
+)
 from s3events.ingest.files.fast_task import fetched_ahead
 from s3events.ingest.files.formats.base import FileDeclined, FileParser
 from s3events.ingest.files.frames import collected, files_frame
@@ -158,7 +164,12 @@ def held_src(
 def _task(
     target: TargetSpec, parser: FileParser, aws: AwsOptions, ingested_at: datetime
 ) -> partial[Iterator[pa.RecordBatch]]:
-    finish = partial(post_parse.finish, key_columns=target.key_columns, ingested_at=ingested_at)
+    finish = partial(
+        post_parse.finish,
+        key_columns=target.key_columns,
+        ingested_at=ingested_at,
+        rescued=target.rescued_column,
+    )
     return partial(_parse_task, aws=aws, parser=parser, finish=finish)
 
 
@@ -176,8 +187,9 @@ def _decided(
     if any(r["declined"] is not None for r in meta):
         return None
     schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in meta if r["schema"] is not None]
-    keyed = target.key_columns.names if target.key_columns is not None else ()
-    schema = table_schema(None, parser.known, schemas, keyed, sort_new=parser.new_columns_sorted)
+    schema = table_schema(
+        None, parser.known, schemas, last_columns(target), sort_new=parser.new_columns_sorted
+    )
     headers = {str(r["header"]) for r in meta if r["header"] is not None}
     if unsplittable(schema, None, headers, False, parser) is not None:
         return None
