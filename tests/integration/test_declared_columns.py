@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from s3events.errors import ConfigError
 from s3events.ingest.service import build_ingest
-from tests.conftest import read_table
+from tests.conftest import read_table, run_cli
 from tests.integration.test_ingest import capture, jsonl, settings_for, target_conf
 
 pytestmark = pytest.mark.integration
@@ -183,3 +183,20 @@ def test_csv_hints_type_the_headers_columns_on_the_fast_path(
         ("1", Decimal("2.50"), "007"),
         ("2", None, "010"),
     ]
+
+
+@pytest.mark.process
+def test_the_ingest_command_exits_2_naming_the_schema_file_key_and_the_field(
+    make_stack: Any, s3: Any, tmp_path: Path
+):
+    stack = make_stack()
+    bad = {**ORDERS, "fields": [*ORDERS["fields"], {"name": "code", "type": ["int", "string"]}]}
+    conf = {
+        "ingest__targets": "t",
+        **target_conf("t", str(tmp_path / "t"), "json", schema__file=_avsc(s3, stack.bucket, bad)),
+    }
+
+    result = run_cli(["ingest", "--once", *(arg for kv in stack.conf(**conf) for arg in ("--conf", kv))])
+
+    assert result.returncode == 2, result.stderr
+    assert "s3events.ingest.target.t.schema.file" in result.stderr and "'code'" in result.stderr
