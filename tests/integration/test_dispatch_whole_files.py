@@ -262,7 +262,7 @@ def _both_paths(
     assert fast.failed_files == alone.failed_files
 
 
-@settings(_SETTINGS, max_examples=6)
+@settings(_SETTINGS, max_examples=4)
 @given(bodies=st.lists(avro_file(), min_size=2, max_size=4), table=st.booleans())
 def test_avro_files_give_the_same_rows_and_error_rows_on_either_path(
     s3, aws_options, spark, tmp_path, bodies, table
@@ -270,7 +270,7 @@ def test_avro_files_give_the_same_rows_and_error_rows_on_either_path(
     _both_paths(spark, s3, aws_options, tmp_path, "avro", bodies, table)
 
 
-@settings(_SETTINGS, max_examples=5)
+@settings(_SETTINGS, max_examples=4)
 @given(bodies=st.lists(orc_file(), min_size=2, max_size=4), table=st.booleans())
 def test_orc_files_give_the_same_rows_and_error_rows_on_either_path(
     s3, aws_options, spark, tmp_path, bodies, table
