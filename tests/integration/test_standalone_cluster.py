@@ -38,7 +38,7 @@ import pytest
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
 from s3events.dev.local_endpoint import free_port
-from tests.conftest import REPO, Stack, read_table
+from tests.conftest import JVM_TEST_OPTIONS, REPO, Stack, read_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.cluster]
 
@@ -103,6 +103,7 @@ def _cluster_env(tmp: Path) -> dict[str, str]:
         SPARK_PID_DIR=str(dirs["pids"]),
         SPARK_CONF_DIR=str(dirs["conf"]),
         SPARK_DAEMON_MEMORY="512m",
+        SPARK_DAEMON_JAVA_OPTS=JVM_TEST_OPTIONS,  # the daemons, as the tests' other JVMs (conftest.py)
         # The master's REST submission server listens on the fixed port 6066 unless disabled.
         SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
         PYSPARK_PYTHON=str(VENV_PYTHON),
@@ -199,6 +200,7 @@ def _spark_submit(
         **{f"spark.executorEnv.{k}": env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")},
         "spark.executorEnv.AWS_REGION": "us-east-1",
         "spark.executor.memory": "512m",
+        "spark.executor.extraJavaOptions": JVM_TEST_OPTIONS,
         "spark.cores.max": "1",
     }
     command = [
