@@ -15,8 +15,10 @@ from s3events.config.avro_schema import avro_columns
 from s3events.config.ddl_schema import DdlError, ddl_text, parse_columns
 from s3events.errors import ConfigError
 from s3events.ingest.files.formats import csv_types
-from s3events.ingest.files.formats.csv_format import NewColumns, parse_csv
-from s3events.ingest.files.formats.json_format import as_strings, parse_json_lines, without_absent
+from s3events.ingest.files.formats.csv_format import parse_csv
+from s3events.ingest.files.formats.csv_types import NewColumns
+from s3events.ingest.files.formats.json_format import parse_json_lines
+from s3events.ingest.files.formats.json_typing import as_strings, without_absent
 from s3events.ingest.schema_file import schema_text
 from s3events.ingest.target import target_specs
 from tests.unit.conftest import file_ref

@@ -59,6 +59,7 @@ from s3events.ingest.files.formats.csv_fields import (
     repeats_header,
     too_wide,
 )
+from s3events.ingest.files.formats.csv_types import INFERRED, NewColumns
 from s3events.ingest.files.frames import collected
 from s3events.ingest.files.line_parse import (
     CORRUPT,
@@ -153,31 +154,6 @@ def _rescued(table: pa.Table, known: pa.Schema, name: str) -> pa.Table:
     return table.drop_columns(new).append_column(pa.field(name, pa.string()), rescued)
 
 
-@dataclass(frozen=True, slots=True)
-class NewColumns:
-    """How a new column is typed: its `schema.hints` type, else STRING (`strings`), else inferred."""
-
-    hints: dict[str, pa.DataType]
-    strings: bool = False
-
-    def typed(self, name: str, values: pa.ChunkedArray) -> tuple[pa.Field, pa.ChunkedArray] | str:
-        hinted = self.hints.get(name)
-        if hinted is not None:
-            converted = csv_types.convert(values, hinted) if csv_types.supported(hinted) else None
-            if converted is None:
-                return f"column {name}: its values as the hinted {hinted} (the line path converts them)"
-            return pa.field(name, hinted), converted
-        if self.strings:
-            return pa.field(name, pa.string()), values.cast(pa.string())
-        inferred = csv_types.infer(values)
-        if isinstance(inferred, str):
-            return f"column {name}: {inferred}"
-        return pa.field(name, inferred[0]), inferred[1]
-
-
-_INFERRED = NewColumns({})
-
-
 def parse_csv(
     data: bytes,
     file: FileRef,
@@ -186,7 +162,7 @@ def parse_csv(
     known: pa.Schema,
     declared: bool,
     options: CsvOptions = SPARK_DEFAULTS,
-    new: NewColumns = _INFERRED,
+    new: NewColumns = INFERRED,
 ) -> ParsedFile:
     """The (decompressed) content of `file` as lineage + data columns, or why the line path must do it."""
     if data.startswith(BOM):
@@ -249,7 +225,7 @@ def _typed(
     known: pa.Schema,
     declared: bool,
     options: CsvOptions,
-    new: NewColumns = _INFERRED,
+    new: NewColumns = INFERRED,
 ) -> tuple[list[pa.ChunkedArray], list[pa.Field]] | str:
     """The data lines' fields as from_csv converts them, with their columns; or why they may not be."""
     if fields.num_rows != lines - (1 if options.header else 0):

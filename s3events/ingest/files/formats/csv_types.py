@@ -1,6 +1,8 @@
 """Spark's CSV typing of one column of strings, in pyarrow's compute kernels: the type its inference gives
 a new column (and the values converted to it), or the values of a column whose type is fixed as from_csv
 converts them. What cannot be told exactly here is a reason (the file then takes the line path).
+`NewColumns` types a new column as the target's schema keys say: its `schema.hints` type, STRING
+(`schema.infer.types=false`), or inferred.
 
 `infer` reproduces Spark's inference where it is certain: integer or bigint (`[+-]?[0-9]+` within 64
 bits, by range), double (plain decimals only: `5.`, `1e5`, `NaN` are inferred otherwise, and a number of
@@ -15,6 +17,8 @@ values are converted once. Regexes run only over columns these cannot settle.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -96,6 +100,31 @@ def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
     except pa.ArrowInvalid:  # out of range
         return None
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class NewColumns:
+    """How a new column is typed: its `schema.hints` type, else STRING (`strings`), else inferred."""
+
+    hints: dict[str, pa.DataType]
+    strings: bool = False
+
+    def typed(self, name: str, values: pa.ChunkedArray) -> tuple[pa.Field, pa.ChunkedArray] | str:
+        hinted = self.hints.get(name)
+        if hinted is not None:
+            converted = convert(values, hinted) if supported(hinted) else None
+            if converted is None:
+                return f"column {name}: its values as the hinted {hinted} (the line path converts them)"
+            return pa.field(name, hinted), converted
+        if self.strings:
+            return pa.field(name, pa.string()), values.cast(pa.string())
+        inferred = infer(values)
+        if isinstance(inferred, str):
+            return f"column {name}: {inferred}"
+        return pa.field(name, inferred[0]), inferred[1]
+
+
+INFERRED = NewColumns({})  # no hints, inference on
 
 
 def _integers(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:

@@ -22,8 +22,6 @@ Exactness conditions, each cheap to check on the whole buffer:
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -44,15 +42,19 @@ from s3events.ingest.files.formats.base import (
     known_columns,
     line_count,
     spark_like,
-    text,
     valid_utf8,
 )
+from s3events.ingest.files.formats.json_typing import (
+    NO_COLUMNS,
+    as_strings,
+    decimal_strings,
+    hinted_columns,
+    without_absent,
+)
 from s3events.ingest.files.line_parse import (
-    arrow_schema,
     ddl,
     declared_schema,
     evolve,
-    hinted_fields,
     permissive,
     split_parsed,
     typed_inferred,
@@ -66,7 +68,6 @@ _BLOCK_BYTES = 1 << 20  # pyarrow parses blocks in parallel; a longer line is re
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGIT_RUN = b"0" * 19  # 19 digits can exceed 64 bits
 _RESERVED = {f.name for f in LINEAGE_FIELDS} | {"_ingested_at", "_corrupt_record"}
-NO_COLUMNS = pa.schema([])
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,77 +126,10 @@ def fast_parser(
     return JsonParser(known, declared is not None, rescued, strings, name, hinted)
 
 
-def hinted_columns(
-    known: pa.Schema, target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None
-) -> pa.Schema:
-    """The `schema.hints` columns outside `known`: parsed with their types, kept where a file's lines
-    hold them (`without_absent`), new columns as any other (`typed_inferred` types the line path's). A
-    declared schema holds its hints already; under `rescue` the table's columns are fixed."""
-    hinted = hinted_fields(target)
-    fixed = target.schema_evolution == "rescue" and existing is not None
-    if declared is not None or not hinted or fixed:
-        return NO_COLUMNS
-    return arrow_schema(T.StructType([f for f in hinted if f.name not in known.names]))
-
-
-def without_absent(parsed: ParsedFile, hinted: list[str], data: bytes) -> ParsedFile:
-    """The file's rows without the hinted columns none of its lines holds (pyarrow gives an explicit
-    column to every row; Spark's inference only the fields it sees). A hinted column all null whose
-    name the file spells somewhere (a field holding null, or a nested one) takes the line path."""
-    table = parsed.table
-    if table is None:
-        return parsed
-    empty = [n for n in hinted if n in table.column_names and table.column(n).null_count == table.num_rows]
-    if not empty:
-        return parsed
-    body = Body.of(data)
-    if b"\\u" in body:
-        return ParsedFile(None, "an escaped character where a hinted field's name may be")
-    spelled = "|".join(re.escape(json.dumps(n, ensure_ascii=False)) for n in empty)
-    if pc.match_substring_regex(text(body), f"(?:{spelled})\\s*:")[0].as_py():
-        return ParsedFile(None, "a hinted field holds only nulls (Spark's inference decides the column)")
-    return ParsedFile(table.drop_columns(empty))
-
-
-def as_strings(parsed: ParsedFile, known: pa.Schema) -> ParsedFile:
-    """schema.infer.types=false: the inferred columns as STRING, the text from_json gives them. Strings,
-    integers and booleans have it here (as written); a file with an inferred column of other numbers, or
-    of objects or arrays, takes the line path, whose text Spark prints."""
-    if parsed.table is None:
-        return parsed
-    table = parsed.table
-    for i, f in enumerate(table.schema):
-        if f.name in known.names or f.name in _RESERVED:
-            continue
-        if pa.types.is_integer(f.type) or pa.types.is_boolean(f.type):
-            table = table.set_column(i, pa.field(f.name, pa.string()), table.column(i).cast(pa.string()))
-        elif not (pa.types.is_string(f.type) or pa.types.is_null(f.type)):
-            return ParsedFile(
-                None, f"schema.infer.types=false: column {f.name} holds {f.type} (Spark's text)"
-            )
-    return ParsedFile(table)
-
-
 def fast_path_supports(schema: pa.Schema) -> bool:
     """Whether columns of these types parse the same in pyarrow as in Spark's from_json: top-level
     DECIMAL columns too, for files that hold them as JSON numbers (`decimal_strings`)."""
     return all(_plain(f.type) or pa.types.is_decimal128(f.type) for f in schema)
-
-
-def decimal_strings(body: Body, known: pa.Schema) -> str | None:
-    """Why a file may not take the fast path for its DECIMAL columns, or None. A JSON number converts
-    in pyarrow as from_json converts it, or fails (a value to round, beyond the precision: the line
-    path then decides). A string converts by other rules in each (Spark drops ',' from it), so a file
-    holding one for a DECIMAL field (or an escaped field name, which could spell one) is declined."""
-    names = [f.name for f in known if pa.types.is_decimal(f.type)]
-    if not names:
-        return None
-    if b"\\u" in body:
-        return "an escaped character where a DECIMAL field's name may be"
-    quoted = "|".join(re.escape(json.dumps(n, ensure_ascii=False)) for n in names)
-    if pc.match_substring_regex(text(body), f'(?:{quoted})\\s*:\\s*"')[0].as_py():
-        return "a DECIMAL field holds a string (Spark parses it, not as pyarrow does)"
-    return None
 
 
 def parse_json_lines(
