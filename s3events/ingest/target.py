@@ -55,7 +55,7 @@ class TargetSpec:
             "avro": True,  # no switch: the fast path reads these as the Spark path does (whole_fast.py)
             "orc": True,
             "binary": True,
-            "xml": True,  # its records go to the JSON fast parser (formats/xml_fast.py)
+            "xml": True,  # its records go to the JSON fast parser (formats/records_fast.py)
         }.get(self.format, False)
 
     @property

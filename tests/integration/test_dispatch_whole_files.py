@@ -6,13 +6,15 @@ values of every inferred type, entity declarations) and one batch of them read w
 and with the Spark path alone (`line_path.run_line_path`, what a batch without a fast parser takes)
 must give the same schema, rows and error rows.
 
-Multi-line JSON and CSV have no fast path (their records are cut on the executors for Spark's parsers):
-there is nothing to compare; tests/unit/test_multi_line_records.py covers their cutting."""
+Multi-line JSON (`reader.options=multiLine=true`: a document or a top-level array) is compared the same
+way, with `json.fast.path` on and off. Multi-line CSV has no fast path: there is nothing to compare;
+tests/unit/test_multi_line_records.py covers its cutting."""
 
 from __future__ import annotations
 
 import io
 import itertools
+import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,16 @@ from s3events.ingest.files.lineage import INGESTED_AT as INGESTED_AT_COLUMN
 from s3events.ingest.files.lineage import LINEAGE_FIELDS, TIMESTAMP
 from s3events.ingest.model import Batch, Checkpoint
 from s3events.ingest.target import TargetSpec, target_specs
-from tests.integration.test_dispatch import _SETTINGS, INGESTED_AT, _bucket, _errors, _put, _rows
+from tests.integration.test_dispatch import (
+    _NAMES,
+    _SETTINGS,
+    INGESTED_AT,
+    _bucket,
+    _errors,
+    _json_value,
+    _put,
+    _rows,
+)
 from tests.integration.test_dispatch import _both_paths as json_both_paths
 
 pytestmark = pytest.mark.integration
@@ -309,3 +320,32 @@ def test_a_json_list_pyarrow_reads_wrong_is_read_by_the_line_path_not_a_failed_b
     # pyarrow 26's JSON reader builds `[null, "a"]` as an invalid array: the task declines the file
     bodies = [b'{"id": 1, "tags": [null, "a"]}\n', b'{"id": 2, "tags": ["b"]}\n']
     json_both_paths(spark, s3, aws_options, tmp_path, "json", bodies)
+
+
+# -- multi-line JSON: documents and top-level arrays ---------------------------------------------------------
+
+
+@st.composite
+def json_document(draw: st.DrawFn) -> bytes:
+    objects = st.dictionaries(_NAMES, _json_value(), max_size=4)
+    kind = draw(st.sampled_from(["array", "array", "array", "document", "scalars", "broken"]))
+    if kind == "broken":
+        return draw(st.sampled_from([b'[\n  {"id": 1},\n  {"id": 2', b'{"id": 1} {"id": 2}', b"[1,]", b""]))
+    value = {
+        "array": st.lists(objects, max_size=4),
+        "document": objects,
+        "scalars": st.lists(st.integers(0, 9), min_size=1, max_size=2),
+    }[kind]
+    indent = draw(st.sampled_from([None, 2, "\t"]))
+    return json.dumps(draw(value), indent=indent, ensure_ascii=draw(st.booleans())).encode()
+
+
+@settings(_SETTINGS, max_examples=4)
+@example(bodies=[b'[\n {"id": 1, "v": "a\\nb"},\n {"id": 2}\n]', b'{\n "id": 3,\n "w": {"x": [1, 2]}\n}'])
+@given(bodies=st.lists(json_document(), min_size=1, max_size=3))
+def test_multi_line_json_gives_the_same_rows_and_error_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies
+):
+    json_both_paths(
+        spark, s3, aws_options, tmp_path, "json", bodies, extra={"reader.options": "multiLine=true"}
+    )

@@ -22,12 +22,11 @@ from s3events.ingest.files.fast_path import describe, run_fast
 from s3events.ingest.files.formats import (
     avro_format,
     csv_format,
-    json_format,
     orc_format,
     parquet_format,
+    records_fast,
     text_format,
     whole_fast,
-    xml_fast,
 )
 from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
@@ -40,14 +39,14 @@ log = logging.getLogger(__name__)
 
 # format -> its fast parser for a target (given the declared schema and the table's), or None
 _FAST_PARSERS: dict[str, Callable[..., FileParser | None]] = {
-    "json": json_format.fast_parser,
+    "json": records_fast.json_fast_parser,  # JSON lines, or multiLine=true's documents
     "csv": csv_format.fast_parser,
     "text": text_format.fast_parser,
     "parquet": parquet_format.fast_parser,
     "avro": avro_format.fast_parser,
     "orc": orc_format.fast_parser,
     "binary": whole_fast.binary_fast_parser,
-    "xml": xml_fast.fast_parser,
+    "xml": records_fast.xml_fast_parser,
 }
 
 __all__ = ["ReadOutput", "fast_parser", "run_batch"]

@@ -1,0 +1,107 @@
+"""The fast path of formats whose records span lines and are typed by from_json on the line path: XML
+(`xml_format.records`) and multi-line JSON (`records.json_records`). The task cuts an object into
+records as the line path does and hands them, one JSON object a line, to the JSON fast path's parser
+(`json_format.parse_json_lines`), whose exactness checks against from_json apply unchanged. No JVM pass
+over the records, no schema-inference job.
+
+A file that cannot be cut, or that the JSON parser declines, is read by the line path, which records
+its error row (such a file is cut twice: rare, and the error stays the line path's). A batch that adds
+columns and holds a declined file takes the line path whole: its inference over every record could
+type a column the declined file disagrees on otherwise (struct vs string). `_source_line` is the
+record's 0-based index, as on the line path (JSON lines count from 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from s3events.ingest.files.formats import json_format, records, xml_format
+from s3events.ingest.files.formats.base import ParsedFile, known_columns
+from s3events.ingest.files.formats.json_format import JsonParser, fast_path_supports
+from s3events.ingest.files.lineage import LINEAGE
+from s3events.ingest.files.lines import CorruptData
+from s3events.ingest.model import FileRef
+from s3events.ingest.target import TargetSpec
+
+_LINE = LINEAGE.index("_source_line")
+_FOLD = str.maketrans("\r\n", "  ")  # JSON strings hold no raw line break: outside them it is whitespace
+
+Lines = Callable[[bytes], Iterator[str]]  # an object's bytes -> its records, each one line of JSON
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsParser:
+    json: JsonParser
+    lines: Lines
+
+    @property
+    def known(self) -> pa.Schema:
+        return self.json.known
+
+    @property
+    def schema_from_every_file(self) -> bool:
+        return True  # see the module's docstring
+
+    @property
+    def new_columns_sorted(self) -> bool:
+        return True  # from_json's inference, as for JSON lines
+
+    def keeps_type(self, t: pa.DataType) -> bool:
+        return self.json.keeps_type(t)
+
+    def parse(
+        self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
+    ) -> ParsedFile:
+        try:
+            text = "\n".join(self.lines(data))
+        except CorruptData as exc:
+            return ParsedFile(None, exc.reason)
+        parsed = self.json.parse(text.encode(), file, etag, hints)
+        if parsed.table is None:
+            return parsed
+        numbers = pc.subtract(parsed.table.column(_LINE), 1)  # a record's index, not a line number
+        return ParsedFile(parsed.table.set_column(_LINE, parsed.table.field(_LINE), numbers))
+
+
+def records_parser(
+    target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None, lines: Lines
+) -> RecordsParser | None:
+    """None when the target's reader options hold one besides those that cut records (the JSON parser
+    takes none) or its columns have types the JSON parser does not reproduce."""
+    known = known_columns(declared, existing)
+    if records.line_options(target.format, target.reader_options) or not fast_path_supports(known):
+        return None
+    return RecordsParser(JsonParser(known, declared is not None), lines)
+
+
+def json_fast_parser(
+    target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
+) -> JsonParser | RecordsParser | None:
+    """JSON's fast parser: of JSON lines, or of a document or top-level array (`multiLine=true`)."""
+    if not records.multi_line(target.reader_options):
+        return json_format.fast_parser(target, declared=declared, existing=existing)
+    return records_parser(target, declared, existing, _json_lines)
+
+
+def _json_lines(data: bytes) -> Iterator[str]:
+    split = records.splitter("json", {"multiLine": "true"})
+    assert split is not None
+    for _, record in split(data):
+        yield record.translate(_FOLD)
+
+
+def xml_fast_parser(
+    target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
+) -> RecordsParser | None:
+    """XML's fast parser: `xml_format.records` gives each record as one line of JSON already."""
+    options = xml_format.XmlOptions.of(target.reader_options)
+    return records_parser(target, declared, existing, partial(_xml_lines, options=options))
+
+
+def _xml_lines(data: bytes, *, options: xml_format.XmlOptions) -> Iterator[str]:
+    return (record for _, record in xml_format.records(data, options=options))
