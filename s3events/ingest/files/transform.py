@@ -109,6 +109,7 @@ class Transform:
         self.removes_rows = True  # whether the last plan can drop an input row (a WHERE, a generator)
         self.generates = True  # whether the last plan has a generator (an input row gives 0..n rows)
         self._analysed = False  # whether the SQL has analysed against rows once (start-up or a batch)
+        self._jvm: _Classes | None = None  # looked up at the first plan rewrite
 
     def check(self, schema: pa.Schema) -> pa.Schema:
         """The schema of the rows the transform writes for input rows of `schema`; ConfigError naming the
@@ -183,14 +184,12 @@ class Transform:
         if reason:
             raise ConfigError(self.spec.key, f"a transform must be row-wise, and this one has {reason}")
         self._check_marker(src.columns, [str(a.name()) for a in _items(analyzed.output())])
-        jvm = session._jvm
+        jvm = self._jvm = self._jvm or _Classes.of(session._jvm)
         if analyzed.getClass().getSimpleName() == "WithCTE":  # references to a CTE keep stale columns
-            analyzed = jvm.org.apache.spark.sql.catalyst.optimizer.InlineCTE(True, False).apply(analyzed)
+            analyzed = jvm.inline_cte(True, False).apply(analyzed)
         carried = [c for c in CARRIED if c in src.columns]
         plan = _carry_lineage(jvm, analyzed, carried)
-        return DataFrame(
-            jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, plan), session
-        )
+        return DataFrame(jvm.dataset.ofRows(session._jsparkSession, plan), session)
 
     def _check_marker(self, inputs: Sequence[str], outputs: Sequence[str]) -> None:
         """ConfigError when the rows hold delete.field's column and the transform drops it: the MERGE
@@ -261,7 +260,31 @@ def _holds(node: PlanNode, kinds: set[str]) -> bool:
     return node.name in kinds or any(_holds(child, kinds) for child in node.children)
 
 
-def _carry_lineage(jvm: Any, node: Any, carried: Sequence[str]) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Classes:
+    """The JVM classes the plan rewrite calls, looked up once per transform: each step of a dotted
+    `jvm.a.b.C` is a py4j round trip (measured: a third of the rewrite's 150 round trips a batch, each
+    a wait for the JVM's thread on a loaded machine)."""
+
+    array_list: Any
+    converters: Any
+    project: Any
+    dataset: Any
+    inline_cte: Any
+
+    @classmethod
+    def of(cls, jvm: Any) -> _Classes:
+        spark = jvm.org.apache.spark.sql
+        return cls(
+            array_list=jvm.java.util.ArrayList,
+            converters=jvm.scala.jdk.javaapi.CollectionConverters,
+            project=spark.catalyst.plans.logical.Project,
+            dataset=spark.classic.Dataset,
+            inline_cte=spark.catalyst.optimizer.InlineCTE,
+        )
+
+
+def _carry_lineage(jvm: _Classes, node: Any, carried: Sequence[str]) -> Any:
     """`node` with every projection passing the `carried` columns on from its input, last, in order."""
     children = _items(node.children())
     if children:
@@ -270,9 +293,7 @@ def _carry_lineage(jvm: Any, node: Any, carried: Sequence[str]) -> Any:
         child = _items(node.children())[0]
         inputs = {str(a.name()): a for a in _items(child.output())}
         kept = [e for e in _items(node.projectList()) if str(e.name()) not in carried]
-        node = jvm.org.apache.spark.sql.catalyst.plans.logical.Project(
-            _seq(jvm, [*kept, *(inputs[name] for name in carried if name in inputs)]), child
-        )
+        node = jvm.project(_seq(jvm, [*kept, *(inputs[name] for name in carried if name in inputs)]), child)
     return node
 
 
@@ -280,11 +301,11 @@ def _items(seq: Any) -> list[Any]:
     return [seq.apply(i) for i in range(seq.size())]
 
 
-def _seq(jvm: Any, items: Sequence[Any]) -> Any:
-    found = jvm.java.util.ArrayList()
+def _seq(jvm: _Classes, items: Sequence[Any]) -> Any:
+    found = jvm.array_list()
     for item in items:
         found.add(item)
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(found).toSeq()
+    return jvm.converters.asScala(found).toSeq()
 
 
 def _files(rows: pa.Table) -> list[str]:
