@@ -85,3 +85,41 @@ def test_a_rescued_column_needs_a_format_with_record_fields_and_a_plain_name() -
         _spec(format="parquet", schema__evolution="rescue")
     with pytest.raises(ConfigError, match=r"rescued\.column"):
         _spec(format="json", rescued__column="a.b")
+
+
+# -- the JSON fast path's parser under rescue ----------------------------------------------------------------
+
+KNOWN = pa.schema([("id", pa.int64()), ("s", pa.struct([("a", pa.int64())]))])
+RESCUING = ("_rescued_data", frozenset(KNOWN.names))
+
+
+def _parse(lines: list[str]):  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from s3events.ingest.files.formats.json_format import parse_json_lines
+    from s3events.ingest.model import FileRef
+
+    ref = FileRef("b", "k.json", "e", None, 1, datetime.now(UTC), "id", "created", 1)
+    data = ("\n".join(lines) + "\n").encode()
+    return parse_json_lines(data, ref, "e", known=KNOWN, declared=False, rescued=RESCUING)
+
+
+def test_the_fast_parser_rescues_only_the_lines_holding_new_fields() -> None:
+    parsed = _parse(
+        ['{"id": 1}', '{"id": 2, "x": 1.50, "y": null}', '{"id": 3, "y": [1]}', '{"id": 4, "x": null}']
+    )
+    assert parsed.table is not None
+    assert parsed.table.column("_rescued_data").to_pylist() == [None, '{"x":1.5}', '{"y":[1]}', None]
+    assert parsed.table.column_names[-3:] == ["id", "s", "_rescued_data"]
+
+
+def test_a_new_field_of_drifting_type_or_inside_a_struct_is_handled_without_declining() -> None:
+    parsed = _parse(['{"id": 1, "x": 1, "s": {"a": 1, "b": 2}}', '{"id": 2, "x": "one"}'])
+    assert parsed.table is not None  # from_json drops the struct's new field b; x is rescued either way
+    assert parsed.table.column("_rescued_data").to_pylist() == ['{"x":1}', '{"x":"one"}']
+    assert parsed.table.column("s").to_pylist() == [{"a": 1}, None]
+
+
+def test_a_value_that_does_not_fit_declines_the_file_to_the_line_path() -> None:
+    parsed = _parse(['{"id": 1, "x": 1}', '{"id": "two"}'])
+    assert parsed.table is None and parsed.reason is not None

@@ -51,9 +51,16 @@ def from_fields(names: Sequence[str | None], values: Sequence[str | None]) -> st
 # -- Arrow: the fast path ----------------------------------------------------------------------------------
 
 
-def json_lines(lines: Iterable[bytes], columns: frozenset[str]) -> pa.Array:
-    """The rescued column of a JSON-lines object's lines: their fields not in `columns`."""
-    return pa.array([from_json_line(line.decode("utf-8"), columns) for line in lines], pa.string())
+def json_lines(
+    lines: Iterable[bytes], columns: frozenset[str], holding: Sequence[bool] | None = None
+) -> pa.Array:
+    """The rescued column of a JSON-lines object's lines: their fields not in `columns` (only the lines
+    `holding` marks have any: None, look at every line)."""
+    texts = [
+        from_json_line(line.decode("utf-8"), columns) if holding is None or holding[i] else None
+        for i, line in enumerate(lines)
+    ]
+    return pa.array(texts, pa.string())
 
 
 def csv_columns(names: Sequence[str], arrays: Sequence[pa.ChunkedArray], rows: int) -> pa.Array:

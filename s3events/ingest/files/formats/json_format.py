@@ -22,6 +22,7 @@ Exactness conditions, each cheap to check on the whole buffer:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -207,10 +208,25 @@ def _parse_rescuing(
     except pa.ArrowInvalid as exc:
         if "unexpected field" not in str(exc):
             raise
-        table = _read(data, known, "ignore")  # a value that does not fit still raises: the line path's
+        table, holding = _with_new_fields(data, known)
         lines = body.data[: body.end].split(b"\n")
-        table = table.append_column(pa.field(name, pa.string()), rescue.json_lines(lines, columns))
+        table = table.append_column(pa.field(name, pa.string()), rescue.json_lines(lines, columns, holding))
     return _checked(table, known)
+
+
+def _with_new_fields(data: bytes, known: pa.Schema) -> tuple[pa.Table, list[bool] | None]:
+    """The `known` columns, and which lines hold a value of a field outside them (pyarrow's inference
+    tells, unless their types conflict or a struct column gained a field: then every line is looked at).
+    A value that does not fit a known column raises: the file is the line path's."""
+    try:
+        inferred = _read(data, known, "infer")
+    except pa.ArrowInvalid:
+        return _read(data, known, "ignore"), None
+    if any(inferred.schema.field(f.name).type != f.type for f in known):
+        return _read(data, known, "ignore"), None  # a struct column's new field: from_json drops it
+    new = [inferred.column(n).is_valid() for n in inferred.column_names if n not in known.names]
+    holding = functools.reduce(pc.or_, new) if new else pa.repeat(False, inferred.num_rows)
+    return inferred.select(known.names), holding.to_pylist()
 
 
 def _checked(table: pa.Table, known: pa.Schema) -> pa.Table | str:
