@@ -610,7 +610,8 @@ TARGET_DRIVER_READ_MAX_BYTES: Key[int] = _target(
     default=64 << 20,
     doc="Fast path: a batch whose source files total at most this many bytes is read in the driver, one "
     "thread per core, instead of by a Spark job, so a small batch does not wait for a job to start (a "
-    "compressed file counts as 128 MiB, what it may expand to). 0 = always a Spark job.",
+    "compressed file counts as 128 MiB, what it may expand to). With a transform, such a batch's rows "
+    "also go through Spark's driver as Arrow and are written by the driver. 0 = always a Spark job.",
 )
 TARGET_MODE: Key[TargetMode] = _target(
     "mode",
