@@ -306,13 +306,14 @@ _SLOWEST = (
     "tests/integration/test_endpoint_outage.py::",
     "tests/integration/test_fault_rate.py::",
     "tests/integration/test_prometheus.py::",
-    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
-    "tests/interop/test_interop_pipeline.py::",
-    "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
     "tests/integration/test_concurrent_writers.py::",
+    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
     "tests/integration/test_credentials_rotated.py::",
-    "tests/integration/test_ingest_processes.py::test_stop_signal_finishes_the_batch_in_hand",
+    "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
     "tests/integration/test_ingest_processes.py::test_two_ingest_processes_on_one_target",
+    "tests/integration/test_ingest.py::test_one_version_of_500_files",
+    "tests/interop/test_interop_pipeline.py::",
+    "tests/integration/test_ingest_processes.py::test_stop_signal_finishes_the_batch_in_hand",
 )
 
 
