@@ -71,8 +71,8 @@ def _batches(draw: st.DrawFn) -> list[list[list[Line]]]:
     batches = []
     for n in range(draw(st.integers(2, 3))):
         fields = () if n == 0 else NEW[: draw(st.integers(0, 2))]
-        files = [draw(st.lists(_line(fields), min_size=1, max_size=4)) for _ in range(draw(st.integers(1, 2)))]
-        batches.append(files)
+        lines = st.lists(_line(fields), min_size=1, max_size=4)
+        batches.append([draw(lines) for _ in range(draw(st.integers(1, 2)))])
     batches[0][0].insert(0, draw(_record(())))
     return batches
 
