@@ -90,7 +90,7 @@ def test_json_files_give_the_same_transformed_rows_and_error_rows_on_either_path
     _both_paths(s3, aws_options, spark, tmp_path, "json", bodies)
 
 
-@_SETTINGS
+@settings(_SETTINGS, max_examples=3)  # a CSV batch costs the line path more jobs (a group per header)
 @given(bodies=csv_files())
 def test_csv_files_give_the_same_transformed_rows_and_error_rows_on_either_path(
     s3: Any, aws_options: aws.AwsOptions, spark: Any, tmp_path: Path, bodies: list[bytes]
