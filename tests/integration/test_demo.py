@@ -45,7 +45,9 @@ def stack_traces(stderr: str) -> list[list[str]]:
     traces: list[list[str]] = []
     current: list[str] = []
     for line in [*stderr.splitlines(), ""]:
-        if line.startswith(("Traceback", "\tat ", "\t... ", "Caused by:")) or (current and line.startswith("  ")):
+        if line.startswith(("Traceback", "\tat ", "\t... ", "Caused by:")) or (
+            current and line.startswith("  ")
+        ):
             current.append(line)
         elif current:
             traces.append(current)
