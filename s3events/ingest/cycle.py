@@ -353,6 +353,8 @@ class Ingest:
             skipped=dict(output.failed_files),
             deletes=deletes.applied,
             deletes_noop=deletes.noop,
+            rescued=output.rescued,
+            ignored_fields=len(output.ignored_fields),
         )
 
     @staticmethod

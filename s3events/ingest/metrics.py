@@ -48,6 +48,10 @@ class IngestMetrics:
         self.rows_filtered = counter(
             "rows_filtered", "input rows the target's transform removed (a WHERE: not errors)"
         )
+        self.rescued_rows = counter("rescued_rows", "rows written with data in the rescued column")
+        self.ignored_fields = counter(
+            "ignored_fields", "new fields schema.evolution=ignore dropped (distinct field names per batch)"
+        )
         self.failures = counter("target_failures", "batches that failed (the target retries them)")
         self.batch_seconds = Histogram(
             "s3events_ingest_batch_duration_seconds",
@@ -90,6 +94,8 @@ class IngestMetrics:
             self.rows_filtered.labels(target).inc(batch.filtered)
             self.deletes.labels(target).inc(batch.deletes)
             self.deletes_noop.labels(target).inc(batch.deletes_noop)
+            self.rescued_rows.labels(target).inc(batch.rescued)
+            self.ignored_fields.labels(target).inc(batch.ignored_fields)
             self.batch_seconds.labels(target).observe(batch.seconds)
             for reason in batch.skipped.values():
                 self.skipped.labels(target, skip_kind(reason)).inc()
@@ -108,6 +114,8 @@ class IngestMetrics:
                 self.rows_filtered,
                 self.deletes,
                 self.deletes_noop,
+                self.rescued_rows,
+                self.ignored_fields,
                 self.failures,
             ):
                 counter.labels(target)

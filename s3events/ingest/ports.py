@@ -81,6 +81,10 @@ class ReadResult(Protocol):
     def filtered(self) -> int: ...
     @property
     def transform(self) -> str | None: ...  # the identity of the SQL that shaped the rows, if any
+    @property
+    def rescued(self) -> int: ...  # rows with data in the rescued column
+    @property
+    def ignored_fields(self) -> tuple[str, ...]: ...  # new fields schema.evolution=ignore dropped
 
 
 class ReadBatch(Protocol):

@@ -24,12 +24,16 @@ class BatchReport:
     filtered: int = 0  # input rows the target's transform removed
     deletes: int = 0  # merge mode: target rows removed by a delete record (delete.field)
     deletes_noop: int = 0  # delete records that removed nothing (key absent, or held with a newer value)
+    rescued: int = 0  # rows written with data in the rescued column
+    ignored_fields: int = 0  # new fields schema.evolution=ignore dropped (distinct names)
 
     def log_line(self) -> str:
         return (
             f"ingest batch: target={self.target} files={self.files} rows={self.rows} errors={self.errors} "
             f"deleted={self.deleted} "
             f"{f'filtered={self.filtered} ' if self.filtered else ''}"
+            f"{f'rescued={self.rescued} ' if self.rescued else ''}"
+            f"{f'ignored_fields={self.ignored_fields} ' if self.ignored_fields else ''}"
             f"{self._deletes()}"
             f"checkpoint={self.start.label}->{self.end.label} "
             f"table_version={self.version} elapsed={self.seconds:.2f}s"

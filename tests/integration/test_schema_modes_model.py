@@ -182,10 +182,12 @@ def test_every_line_lands_exactly_once_under_every_schema_mode(make_stack, s3, s
     stack, root = make_stack(), tmp_path / uuid.uuid4().hex[:8]
     targets = {name: _conf(name, root, mode, rc) for name, (mode, rc) in _TARGETS.items()}
     put: list[list[dict[str, Line]]] = []
+    cycles = []
     for n, files in enumerate(batches):
         put.append(_put(s3, stack, n, files))
         before = {name: _versions(str(root / name)) for name in _TARGETS}
         cycle = build_ingest(settings_for(stack, targets), spark=spark).run_once()
+        cycles.append(cycle)
         for name, (mode, _) in _TARGETS.items():
             refused = len(_committed(mode, put)) <= n
             assert (name in cycle.failed) == refused, (name, cycle.failed.get(name))
@@ -199,6 +201,10 @@ def test_every_line_lands_exactly_once_under_every_schema_mode(make_stack, s3, s
     for name, (mode, rc) in _TARGETS.items():
         if mode == "fail":
             targets[name] = _conf(name, root, "add", rc)
-    assert not build_ingest(settings_for(stack, targets), spark=spark).run_once().failed
+    cycles.append(build_ingest(settings_for(stack, targets), spark=spark).run_once())
+    assert not cycles[-1].failed
     for name, (mode, rc) in _TARGETS.items():
         _check(str(root / name), "add" if mode == "fail" else mode, rc, put)
+        column = rc or ("_rescued_data" if mode == "rescue" else None)
+        held = sum(1 for r in read_table(str(root / name)) if column and r[column] is not None)
+        assert sum(b.rescued for c in cycles for b in c.batches if b.target == name) == held, name

@@ -258,6 +258,8 @@ class FakeReadResult:
     fast_path_files: int = 0
     filtered: int = 0
     transform: str | None = None
+    rescued: int = 0
+    ignored_fields: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:

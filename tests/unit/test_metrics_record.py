@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import boto3
@@ -152,3 +153,17 @@ def test_sdk_retries_are_counted_by_operation_and_code_and_the_last_attempt_is_n
     got = samples(metrics)
     labels = (("code", "ServiceUnavailable"), ("operation", "GetQueueUrl"))
     assert got[("s3events_capture_aws_retries_total", labels)] == 1
+
+
+def test_rescued_rows_and_ignored_fields_are_counted_per_target_and_in_the_batch_log_line() -> None:
+    metrics = Metrics()
+    metrics.ingest.declare(["t"])
+    assert samples(metrics)[("s3events_ingest_rescued_rows_total", (("target", "t"),))] == 0
+    start, end = Checkpoint(0, 0), Checkpoint(1, 0)
+    report = BatchReport("t", 1, 5, 0, 0, start, end, 3, 0.1, rescued=2, ignored_fields=1)
+    metrics.ingest.record(IngestCycle(batches=[report, report]), now=1.0)
+    got = samples(metrics)
+    assert got[("s3events_ingest_rescued_rows_total", (("target", "t"),))] == 4
+    assert got[("s3events_ingest_ignored_fields_total", (("target", "t"),))] == 2
+    assert "rescued=2 ignored_fields=1 " in report.log_line()
+    assert "rescued" not in replace(report, rescued=0, ignored_fields=0).log_line()

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from s3events.infra.aws import AwsOptions
-from s3events.ingest.files import post_parse
+from s3events.ingest.files import post_parse, rescue
 from s3events.ingest.files.fast_path import describe, run_fast
 from s3events.ingest.files.formats import (
     avro_format,
@@ -113,6 +113,7 @@ def run_batch(
 
 
 def _noted(out: ReadOutput, target: TargetSpec) -> ReadOutput:
+    out.rescued = rescue.rescued_rows(out, target.rescued_column)
     if out.ignored_fields:
         log.info(
             "target %s: schema.evolution=ignore dropped %d new field(s): %s",

@@ -56,6 +56,7 @@ class ReadOutput:
     filtered: int = 0  # input rows the target's transform removed (a WHERE): counted, not errors
     transform: str | None = None  # the identity of the transform's SQL (`TransformSpec.identity`)
     ignored_fields: tuple[str, ...] = ()  # new fields schema.evolution=ignore dropped
+    rescued: int = 0  # rows with data in the rescued column (`rescue.rescued_rows`)
 
 
 # -- Arrow: one file's rows in a fast-path task ----------------------------------------------------------

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from s3events.ingest.files.post_parse import ReadOutput
 
 RESCUE_MODES = ("add", "rescue")  # modes whose rescued column (when set) also takes misfit values
 CORRUPT = "_corrupt_record"  # a line Python's strict JSON cannot read: kept whole under this key
@@ -84,3 +88,21 @@ def with_rescued(table: pa.Table, name: str) -> pa.Table:
 def without(schema: pa.Schema, name: str | None) -> pa.Schema:
     """`schema` without the rescued column: a record's field of that name is a field like any other."""
     return schema if name is None or name not in schema.names else schema.remove(schema.get_field_index(name))
+
+
+def rescued_rows(out: ReadOutput, column: str | None) -> int:
+    """How many of a batch's rows hold rescued data: from the written files' Delta statistics (every
+    column has a nullCount; a file without the column rescued nothing), or the merge rows held in memory."""
+    if column is None:
+        return 0
+    files = [*out.files, *(out.merge.files if out.merge is not None else [])]
+    held = out.merge.keys if out.merge is not None else None  # the rows themselves when held
+    count = (
+        held.num_rows - held.column(column).null_count
+        if held is not None and column in held.column_names
+        else 0
+    )
+    for f in files:
+        nulls = json.loads(f.stats or "{}").get("nullCount", {}).get(column)
+        count += f.num_records - nulls if isinstance(nulls, int) else 0
+    return count
