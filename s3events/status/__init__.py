@@ -50,6 +50,8 @@ JSON document (`--json`); times are ISO 8601 UTC strings ending in `Z`, absent v
       "last_error": null | {"error": "not valid JSON", "file": "s3://bucket/key", "line": 12,
                             "ingested_at": "..."},
       "error": null,                     # why the checkpoint could not be read
+      "refused": null | "target t: schema.evolution=fail: s3://bucket/key line 2 has new field(s) …",
+                                         # schema.evolution=fail: why the batch at its checkpoint was refused
       "transform": null | {"identity": "sha256:…", "rows_filtered": 3, "version": 12, "error": null}
                                          # a target with a transform: its newest batch commit's record
     }

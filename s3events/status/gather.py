@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from s3events.capture.queue import SqsQueue
 from s3events.config import Settings, keys
 from s3events.infra import aws, table_info
+from s3events.ingest import refusal
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.model import Checkpoint
 from s3events.ingest.notify.lag import notify_problems
@@ -276,7 +277,18 @@ def _target(
         last_error=last_error,
         error=error,
         transform=_transform(spec, storage) if spec.transform_sql or spec.transform_sql_file else None,
+        refused=_refused(spec, storage, stored),
     )
+
+
+def _refused(spec: TargetSpec, storage: dict[str, str], stored: Checkpoint | None) -> str | None:
+    """A `fail` target's refusal while its checkpoint stands at the refused batch (`ingest.refusal`)."""
+    if spec.schema_evolution != "fail":
+        return None
+    found, error = _attempt(lambda: refusal.read(spec.path, storage))
+    if error is not None:
+        return f"cannot read its refusal note: {error}"
+    return found.reason if found is not None and found.holds(stored) else None
 
 
 def _transform(spec: TargetSpec, storage: dict[str, str]) -> TransformStatus:
@@ -303,6 +315,8 @@ def _target_problems(target: TargetStatus, latest: int | None, max_lag: float) -
     for kind, table in (("table", target.table), ("error table", target.error_table)):
         if table.error and not (kind == "table" and target.error):
             problems.append(f"{name}: cannot read its {kind} {table.path}: {table.error}")
+    if target.refused:
+        problems.append(f"{name}: failed: {target.refused.removeprefix(f'{name}: ')}")
     if target.lagging:
         problems.append(
             f"{name}: {target.lag_seconds:.1f} s behind the metadata table (max {max_lag:g} s; "

@@ -62,6 +62,7 @@ class TargetStatus:
     last_error: LastError | None = None
     error: str | None = None  # why the checkpoint could not be read
     transform: TransformStatus | None = None  # targets with transform.sql / transform.sql.file
+    refused: str | None = None  # schema.evolution=fail: why the batch at its checkpoint was refused
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ def status_document(status: Status) -> dict[str, Any]:
                     "ingested_at": _iso(t.last_error.ingested_at),
                 },
                 "error": t.error,
+                "refused": t.refused,
                 "transform": None
                 if t.transform is None
                 else {

@@ -210,3 +210,34 @@ def test_a_transformed_target_shows_its_sql_identity_and_the_rows_its_last_batch
     text = run_cli(["status", *_conf_args(relaxed)])
     assert f"t: transform {identity}: the last batch (version" in text.stdout
     assert "filtered 1 row(s)" in text.stdout
+
+
+def test_a_fail_mode_target_that_refused_a_new_field_is_named_with_why_until_a_batch_commits(
+    make_stack, s3, spark, tmp_path
+):
+    stack = make_stack()
+    conf = _two_targets(stack, tmp_path, ingest__target__a__schema__evolution="fail")
+    relaxed = [*conf, "s3events.status.max.lag.seconds=86400"]  # lag alone is no problem here
+    s3.put_object(Bucket=stack.bucket, Key="a/1.json", Body=b'{"id": 1}\n')
+    run_capture(load_settings(None, conf), once=True)
+    settings = load_settings(None, conf)
+    settings.validate_for("ingest")
+    run_ingest(settings, once=True, spark=spark)  # the first batch defines the table
+    s3.put_object(Bucket=stack.bucket, Key="a/2.json", Body=b'{"id": 2}\n{"id": 3, "extra": true}\n')
+    run_capture(load_settings(None, conf), once=True)
+    assert set(run_ingest(settings, once=True, spark=spark).failed) == {"a"}
+
+    code, doc = _status_json(relaxed)
+
+    where = f"s3://{stack.bucket}/a/2.json line 2 has new field(s) extra"
+    refused = {t["name"]: t["refused"] for t in doc["targets"]}
+    assert code == 1 and refused["b"] is None and where in refused["a"]
+    assert any(p.startswith("target a: failed: schema.evolution=fail: ") for p in doc["problems"])
+    assert where in run_cli(["status", *_conf_args(relaxed)]).stdout
+
+    added = [*conf, "s3events.ingest.target.a.schema.evolution=add"]
+    settings = load_settings(None, added)
+    settings.validate_for("ingest")
+    assert not run_ingest(settings, once=True, spark=spark).failed
+    code, doc = _status_json(relaxed)
+    assert code == 0 and all(t["refused"] is None for t in doc["targets"])

@@ -83,6 +83,7 @@ OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "delete_file": ("s3:GetObject", "s3:DeleteObject"),  # arrow HEADs the key before the DELETE
     "create_dir": ("s3:PutObject",),  # on S3 arrow would PUT a directory marker
     "open_input_file": ("s3:GetObject",),  # the driver reads what merge tasks staged
+    "open_input_stream": ("s3:GetObject",),  # a fail target's refusal note (ingest/refusal.py)
     "get_file_info": ("s3:ListBucket",),  # a FileSelector LISTs the staging prefix
     # Glue (catalog/glue.py): target tables in s3events.catalog.database; setup creates the database
     "get_table": ("glue:GetTable",),
@@ -114,6 +115,7 @@ S3_TARGET_OF_MODULE = {
     "s3events/ingest/schema_file.py": "lake",  # a schema.file kept beside the tables
     "s3events/ingest/rebuild.py": "lake",  # ingest --rebuild deletes a target's tables
     "s3events/ingest/files/scratch.py": "lake",  # a killed run's scratch rows under a target
+    "s3events/ingest/refusal.py": "lake",  # a fail target's refusal note beside its table
 }
 
 ALL = None  # every operation the module calls
@@ -182,6 +184,7 @@ PROCESSES: dict[str, Process] = {
             "s3events/preflight.py": frozenset({"head_bucket", "list_objects_v2"}),  # reads only
             "s3events/infra/delta.py": ALL,
             "s3events/infra/table_info.py": ALL,
+            "s3events/ingest/refusal.py": frozenset({"open_input_stream"}),  # why a fail target stands
         },
         "read",
     ),

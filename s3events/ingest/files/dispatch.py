@@ -16,7 +16,8 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from s3events.infra.aws import AwsOptions
+from s3events.infra.aws import AwsOptions, delta_storage_options
+from s3events.ingest import refusal
 from s3events.ingest.files import post_parse, rescue
 from s3events.ingest.files.fast_path import describe, run_fast
 from s3events.ingest.files.formats import (
@@ -32,6 +33,7 @@ from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import run_line_path
 from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
+from s3events.ingest.files.schema_contract import NewFieldRefused
 from s3events.ingest.model import Batch
 from s3events.ingest.target import TargetSpec
 
@@ -67,6 +69,22 @@ def run_batch(
     batch: Batch,
     target: TargetSpec,
     *,
+    existing_schema: pa.Schema | None,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> ReadOutput:
+    try:
+        return _run_batch(spark, batch, target, existing_schema, aws, ingested_at)
+    except NewFieldRefused as exc:  # commits nothing: `status` reads why from the note
+        storage = delta_storage_options(aws) if target.path.startswith("s3://") else {}
+        refusal.record(target.path, storage, str(exc), batch.start, ingested_at)
+        raise
+
+
+def _run_batch(
+    spark: SparkSession,
+    batch: Batch,
+    target: TargetSpec,
     existing_schema: pa.Schema | None,
     aws: AwsOptions,
     ingested_at: datetime,
