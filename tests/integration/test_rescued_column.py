@@ -134,7 +134,8 @@ def test_merge_mode_keeps_the_latest_row_with_its_rescued_data(
     build_ingest(settings, spark=spark).run_once()
 
     _put(s3, stack, "b.json", jsonl([{"id": 1, "v": "a2", "tag": "x"}, {"id": 2, "v": "b2"}]))
-    assert not build_ingest(settings, spark=spark).run_once().failed
+    cycle = build_ingest(settings, spark=spark).run_once()
+    assert not cycle.failed and [b.rescued for b in cycle.batches] == [1]  # counted in merge mode too
 
     rows = read_table(path)
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a2"), (2, "b2")]
