@@ -303,11 +303,11 @@ _TOGETHER_FIRST = ("tests/integration/test_standalone_cluster.py::",)
 # by node id prefix, slowest first; docs/development.md's table says why each is slow.
 _SLOWEST = (
     "tests/integration/test_object_lives.py::",
+    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
     "tests/integration/test_endpoint_outage.py::",
     "tests/integration/test_fault_rate.py::",
     "tests/integration/test_prometheus.py::",
     "tests/integration/test_concurrent_writers.py::",
-    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
     "tests/integration/test_credentials_rotated.py::",
     "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
     "tests/integration/test_ingest_processes.py::test_two_ingest_processes_on_one_target",
