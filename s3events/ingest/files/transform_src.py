@@ -47,7 +47,7 @@ from s3events.ingest.files.fast_path import (
     unsplittable,
 )
 from s3events.ingest.files.fast_task import fetched_ahead
-from s3events.ingest.files.formats.base import FileDeclined, FileParser
+from s3events.ingest.files.formats.base import FileDeclined, FileParser, parse_or_decline
 from s3events.ingest.files.frames import collected, files_frame
 from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.model import FileRef
@@ -212,7 +212,7 @@ def _parse_task(
             if fetched.data is None:
                 yield _row(declined=fetched.reason or "unreadable")
                 continue
-            parsed = parser.parse(fetched.data, ref, fetched.etag, hints)
+            parsed = parse_or_decline(parser, fetched.data, ref, fetched.etag, hints)
             if parsed.header is not None:
                 yield _row(header=parsed.header)
             tables = (
