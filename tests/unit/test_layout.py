@@ -19,6 +19,7 @@ PURE = [
     "s3events.ingest.cycle",
     "s3events.ingest.report",
     "s3events.ingest.notify.model",
+    "s3events.ingest.files.case_clash",
     "s3events.ingest.files.latest_rows",
     "s3events.ingest.files.lineage",
     "s3events.ingest.files.formats.csv_types",

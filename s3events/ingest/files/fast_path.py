@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from s3events.errors import TransientError
 from s3events.infra.aws import AwsOptions
 from s3events.infra.parquet_files import WrittenFile, from_row, remove_data_files, take_staged
-from s3events.ingest.files import latest_rows
+from s3events.ingest.files import case_clash, latest_rows
 from s3events.ingest.files.fast_task import fast_task, held_bytes
 from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.frames import TaskFunction, files_frame
@@ -169,6 +169,8 @@ def unsplittable(
         return "types differ between files"
     if len(headers) > 1:
         return "header lines differ between files"
+    if case_clash.clashing_groups(schema.names):  # the line path keeps one name (`case_clash`)
+        return "field names differ only in case between files"
     adds_columns = existing is None or bool(set(schema.names) - set(existing.names))
     if declined and adds_columns and parser.schema_from_every_file:
         return "the batch's new columns are typed from every file"

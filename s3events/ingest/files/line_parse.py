@@ -12,6 +12,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from s3events.config.ddl_schema import ddl_text
+from s3events.ingest.files import case_clash
 from s3events.ingest.files.lineage import FIXED, LINEAGE
 from s3events.ingest.target import TargetSpec
 
@@ -99,3 +100,46 @@ def with_corrupt(schema: T.StructType) -> T.StructType:
 
 def ddl(schema: T.StructType) -> str:
     return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+
+
+def without_case_clashes(
+    lines: DataFrame, schema: T.StructType, existing: pa.Schema | None, *, rescue: bool
+) -> tuple[DataFrame, T.StructType, DataFrame | None]:
+    """(lines, schema, error rows) with one name kept per field name that differs only in case from
+    another of the batch or the table (`case_clash`): the schema loses the other spellings, so no read
+    is ambiguous and no two columns differ in case; a line holding one is an error row naming it, or
+    with `rescue` stays (the caller rescues the fields the schema lacks; error rows then None)."""
+    table = existing.names if existing is not None else []
+    groups = case_clash.clashing_groups([*(f.name for f in schema.fields), *table])
+    if not groups:
+        return lines, schema, None
+    clashing = sorted({n for g in groups for n in g})
+    keys = F.explode(F.json_object_keys("value")).alias("k")
+    counted = lines.select(keys).where(F.col("k").isin(clashing)).groupBy("k").count().collect()
+    refused = case_clash.aliases(schema.names, table, {r["k"]: r["count"] for r in counted})
+    kept = T.StructType([f for f in schema.fields if f.name not in refused])
+    if rescue:
+        return lines, kept, None
+    holds = F.coalesce(
+        F.arrays_overlap(F.json_object_keys("value"), F.array(*map(F.lit, sorted(refused)))), F.lit(False)
+    )
+    bad = lines.where(holds).select(
+        *LINEAGE, F.col("value").alias("raw"), F.lit(case_clash.clash_message(refused)).alias("error")
+    )
+    return lines.where(~holds), kept, bad
+
+
+def refused_files(
+    ok: DataFrame, headers: DataFrame, schema: T.StructType, existing: pa.Schema | None
+) -> tuple[DataFrame, DataFrame] | None:
+    """(no rows, one error row per file) when a header's names clash in case with each other or with
+    `existing` (`case_clash.file_clash`), else None: such a file's columns are all or nothing."""
+    why = case_clash.file_clash(schema.names, existing.names if existing is not None else ())
+    if why is None:
+        return None
+    known = set(existing.names) if existing is not None else set()
+    rows = ok.where(F.lit(False)).select(
+        *LINEAGE, *[F.lit(None).cast(f.dataType).alias(f.name) for f in schema if f.name in known]
+    )
+    lineage = [F.lit(None).cast("long").alias(c) if c == "_source_line" else F.col(c) for c in LINEAGE]
+    return rows, headers.select(*lineage, F.lit(None).cast("string").alias("raw"), F.lit(why).alias("error"))

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from s3events.ingest.files import rescue, rescue_rows
+from s3events.ingest.files import line_parse, rescue, rescue_rows
 from s3events.ingest.files.formats import csv_types
 from s3events.ingest.files.formats.base import (
     BOM,
@@ -340,6 +340,8 @@ def _parse_group(
     table: pa.Schema | None,  # the table's schema (`existing` adds earlier header groups' columns)
 ) -> tuple[DataFrame, DataFrame]:
     schema = _line_schema(spark, target, headers, ok, options, existing)
+    if headers is not None and (refused := line_parse.refused_files(ok, headers, schema, existing)):
+        return refused
     fields: tuple[str, ...] = ()
     if target.rescued_column is not None:
         rescuing = rescue_rows.rescues_csv_fields(target, table)

@@ -60,6 +60,7 @@ from s3events.ingest.files.line_parse import (
     split_parsed,
     typed_inferred,
     with_corrupt,
+    without_case_clashes,
 )
 from s3events.ingest.files.lineage import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
@@ -313,20 +314,24 @@ def parse_lines(
 ) -> tuple[DataFrame, DataFrame]:
     """(rows, error rows) of non-blank JSON lines, parsed by from_json against the declared schema, or
     the table's columns and new ones Spark's JSON inference finds over every line of the batch."""
-    schema = _line_schema(spark, target, lines, options, existing)
+    found = _line_schema(spark, target, lines, options, existing)
+    rescue = target.rescued_column is not None
+    lines, schema, clashes = without_case_clashes(lines, found, existing, rescue=rescue)
     parsed = lines.withColumn("p", F.from_json("value", with_corrupt(schema), permissive(options)))
     if target.rescued_column is None:
-        return split_parsed(parsed, schema, _invalid_reason(schema, options), cached)
-    return rescue_rows.split_json(
-        parsed,
-        schema,
-        _invalid_reason(schema, options),
-        _conflict(schema),
-        lambda one: F.from_json("value", one, permissive(options)),
-        cached,
-        name=target.rescued_column,
-        new_fields=_fixed(target, existing),
-    )
+        good, bad = split_parsed(parsed, schema, _invalid_reason(schema, options), cached)
+    else:
+        good, bad = rescue_rows.split_json(
+            parsed,
+            schema,
+            _invalid_reason(schema, options),
+            _conflict(schema),
+            lambda one: F.from_json("value", one, permissive(options)),
+            cached,
+            name=target.rescued_column,
+            new_fields=_fixed(target, existing) or schema != found,  # other spellings of a name: rescued
+        )
+    return good, bad if clashes is None else bad.unionByName(clashes)
 
 
 # A control character (U+0000 to U+001F) left unescaped inside a JSON string, group 1 (Java and Python

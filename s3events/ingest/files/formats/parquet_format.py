@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from s3events.infra.aws import AwsOptions
+from s3events.ingest.files import case_clash
 from s3events.ingest.files.formats.base import FileDeclined, ParsedFile
 from s3events.ingest.files.formats.whole_file import Rows, Schema, WholeFileReader
 from s3events.ingest.files.frames import FilesFrame, collected
@@ -189,8 +190,16 @@ def read_on_spark(
         "uri string, etag string, schema binary, error string",
     )
     rows = collected(probed)
-    schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"] is not None]
     errors = [(r["uri"], r["etag"], r["error"]) for r in rows if r["error"] is not None]
+    schemas, known = [], list(existing.names) if existing is not None else []
+    for r in sorted((r for r in rows if r["schema"] is not None), key=lambda r: r["uri"]):
+        schema = pa.ipc.read_schema(pa.py_buffer(r["schema"]))
+        clash = case_clash.file_clash(schema.names, known)  # the first file's spelling is kept
+        if clash is not None:
+            errors.append((r["uri"], r["etag"], clash))
+            continue
+        schemas.append(schema)
+        known += schema.names
     unified = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
     data_schema = evolve(existing, from_arrow_schema(unified))
     read_schema = pa.schema(
