@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from s3events.config import load_settings
@@ -48,8 +48,7 @@ _SCALAR = st.one_of(
     _TEXT,
     st.sampled_from(["2026-11-22", "2026-11-22T10:00:00Z", "true", "12", "1e5", "NaN", ""]),
 )
-# Not names that differ only in case: a JSON batch holding `name` and `Name` fails the line path outright
-# (Spark: AMBIGUOUS_REFERENCE_TO_FIELDS), with the fast path allowed or not.
+# Names that differ only in case have a test of their own below (`_CASED_LINE`).
 _NAMES = st.sampled_from(["id", "name", "amount", "note"])
 
 
@@ -220,6 +219,27 @@ def test_json_files_give_the_same_rows_and_error_rows_on_either_path(
 @given(bodies=csv_files())
 def test_csv_files_give_the_same_rows_and_error_rows_on_either_path(s3, aws_options, spark, tmp_path, bodies):
     _both_paths(spark, s3, aws_options, tmp_path, "csv", bodies)
+
+
+_CASED_LINE = st.one_of(
+    st.dictionaries(st.sampled_from(["id", "name", "Name", "NAME"]), _SCALAR, max_size=3).map(json.dumps),
+    st.sampled_from(["", "not json"]),
+)
+
+
+@example(bodies=[b'{"id": 1, "name": "a", "Name": "b"}\n{"name": 2}\n', b'{"Name": 3}\n{"NAME": null}\n'])
+@settings(_SETTINGS, max_examples=4)
+@given(
+    bodies=st.lists(
+        st.lists(_CASED_LINE, max_size=4).map(lambda ls: ("\n".join(ls) + "\n").encode()),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_json_names_differing_only_in_case_give_the_same_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies
+):
+    _both_paths(spark, s3, aws_options, tmp_path, "json", bodies)
 
 
 # -- columns from the object key ---------------------------------------------------------------------------
