@@ -1,5 +1,5 @@
 """What the line path's text formats share when Spark parses their lines (`formats/json_format.py`,
-`formats/csv_format.py`): the target's declared schema, the schema evolution rule, PERMISSIVE parsing,
+`formats/csv_lines.py`): the target's declared schema, the schema evolution rule, PERMISSIVE parsing,
 and the split of parsed lines into rows and error rows."""
 
 from __future__ import annotations

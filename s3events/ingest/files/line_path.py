@@ -32,7 +32,7 @@ from s3events.infra.parquet_files import (
 from s3events.ingest.files import post_parse
 from s3events.ingest.files.formats import (
     avro_format,
-    csv_format,
+    csv_lines,
     json_format,
     orc_format,
     parquet_format,
@@ -54,7 +54,7 @@ _TARGET_FILE_BYTES = 256 << 20  # aim for output files of about this size
 _MIN_SHARED_BYTES = 32 << 20  # below this per core, one task writes (no tiny files for small batches)
 _LINE_PARSERS = {
     "json": json_format.parse_lines,
-    "csv": csv_format.parse_lines,
+    "csv": csv_lines.parse_lines,
     "xml": json_format.parse_lines,  # its records come as JSON objects (formats/xml_format.py)
 }
 
