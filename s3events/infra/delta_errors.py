@@ -132,3 +132,16 @@ def transient_reason(exc: BaseException) -> str | None:
         if isinstance(known, TransientError):
             return str(known)
     return None
+
+
+def expected_reason(exc: BaseException) -> str | None:
+    """`transient_reason`, or one line for credentials AWS rejected (CredentialsRejected, or a delta-rs
+    storage error the rules read as such): a side task (maintenance, a periodic backfill) that meets
+    rotated keys says so in one line and tries again later, while the run loop resolves the credential
+    chain again at its own next request. None for anything else, which keeps its traceback."""
+    reason = transient_reason(exc)
+    if reason is not None:
+        return reason
+    if isinstance(exc, OSError):
+        exc = recognised(exc, action="a storage request failed", path="the store") or exc
+    return str(exc) if isinstance(exc, CredentialsRejected) else None

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from s3events.config import Settings, keys
 from s3events.errors import ConfigError
 from s3events.infra import aws, table_info
-from s3events.infra.delta_errors import transient_reason
+from s3events.infra.delta_errors import expected_reason
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.progress import first_unread, stored_position
 from s3events.ingest.target import target_specs
@@ -218,8 +218,8 @@ class PeriodicMaintenance:
         try:
             return step()
         except Exception as exc:
-            reason = transient_reason(exc)
-            if reason is not None:  # an outage, throttling: one line (the traceback at DEBUG)
+            reason = expected_reason(exc)
+            if reason is not None:  # an outage, throttling, rotated keys: one line (the traceback at DEBUG)
                 log.warning(
                     "maintenance failed; the process goes on, next attempt in %.0fs: %s", retry_in, reason
                 )

@@ -194,6 +194,18 @@ def test_a_loop_logs_an_outage_in_one_line_wherever_the_store_stopped_answering(
     assert transient_reason(KeyError("a bug")) is None
 
 
+def test_a_side_task_meeting_rotated_keys_says_so_in_one_line_and_a_person_s_problem_keeps_its_traceback():
+    from s3events.infra.delta_errors import expected_reason
+
+    rejected = OSError("Generic S3 error: <Code>InvalidAccessKeyId</Code>")  # delta-rs, before translation
+    reason = expected_reason(rejected)
+    assert reason is not None and "the credentials were rejected (InvalidAccessKeyId)" in reason
+    assert expected_reason(CredentialsRejected("refused")) == "refused"
+    assert expected_reason(OSError(REFUSED)) is not None  # an outage, as transient_reason
+    assert expected_reason(OSError(NO_SUCH_BUCKET)) is None
+    assert expected_reason(KeyError("a bug")) is None
+
+
 class _UnreachableTable:
     """A DeltaTable opened before the endpoint went away: every read of the log fails as delta-rs does."""
 
