@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from s3events.errors import ConfigError, S3EventsError
 from s3events.infra import aws
+from s3events.infra.spark_log import PYSPARK_LOGGERS
 from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE
 from s3events.ingest.files.transform_sql import SRC, PlanNode, refusal, statements
 
@@ -159,9 +160,10 @@ class Transform:
         names fail the target (`isolate`), as the data's problem."""
         *setup, query = self.spec.statements
         try:
-            for statement in setup:
-                self._session.sql(statement)
-            analyzed = self._session.sql(query)._jdf.queryExecution().analyzed()
+            with quiet_spark_errors():
+                for statement in setup:
+                    self._session.sql(statement)
+                analyzed = self._session.sql(query)._jdf.queryExecution().analyzed()
         except Exception as exc:
             if self._analysed or not about_the_sql(exc):
                 raise
@@ -340,7 +342,8 @@ def first_line(exc: BaseException) -> str:
 def quiet_spark_errors() -> Iterator[None]:
     """PySpark logs the SQL errors it turns into Python exceptions, JVM stack included; ours are caught
     and reported in one line, so that log is silenced while a transform runs."""
-    loggers = [logging.getLogger(name) for name in ("py4j", "py4j.java_gateway", "pyspark")]
+    names = ("py4j", "py4j.java_gateway", "pyspark", *PYSPARK_LOGGERS)
+    loggers = [logging.getLogger(name) for name in names]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
