@@ -67,7 +67,7 @@ def test_continuous_capture_and_ingest_outlive_an_unreachable_endpoint_and_catch
         try:
             for f in range(2):
                 _put(s3, stack.bucket, f)
-            _wait_for(lambda: rows() == lines(range(2)), deadline_seconds=120, alive=alive, logs=log_list)
+            _wait_for(lambda: rows() == lines(range(2)), deadline_seconds=300, alive=alive, logs=log_list)
 
             # The outage: nothing reaches the endpoint. Files keep landing (S3 itself is fine: the test
             # PUTs past the proxy) and their notifications wait in the queue.
