@@ -30,6 +30,12 @@ def test_nothing_rescued_is_null_and_a_line_python_cannot_read_is_kept_whole() -
     assert rescue.from_json_line("{'id': 1}", COLUMNS) == '{"_corrupt_record":"{\'id\': 1}"}'
 
 
+def test_a_line_nested_deeper_than_python_can_read_is_kept_whole_instead_of_failing_the_task() -> None:
+    deep = '{"id": 1, "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"  # past Python's recursion limit
+    kept = json.dumps({"_corrupt_record": deep}, separators=(",", ":"))
+    assert rescue.from_json_line(deep, COLUMNS) == kept
+
+
 def test_csv_fields_are_rescued_as_strings_in_the_header_order() -> None:
     assert rescue.from_fields(["city", None, "n"], ["Oslo", "x", "007"]) == '{"city":"Oslo","n":"007"}'
     assert rescue.from_fields(["city"], [None]) is None

@@ -39,7 +39,8 @@ def from_json_line(line: str, columns: frozenset[str], misfits: Sequence[str] | 
     """The rescued text of one JSON line: its fields not in `columns`, and those named in `misfits`."""
     try:
         record = json.loads(line)
-    except ValueError:  # Spark's parser is more lenient (single quotes, comments, ...)
+    except (ValueError, RecursionError):  # Spark's parser is more lenient (single quotes, comments, ...);
+        # and Python's gives up on nesting past its recursion limit: never a failed task
         return encode({CORRUPT: line})
     if not isinstance(record, dict):
         return encode({CORRUPT: line})
