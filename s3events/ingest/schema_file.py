@@ -5,13 +5,13 @@ ConfigError (exit 2) naming the key, the file and the field."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from s3events.config import keys
 from s3events.config.avro_schema import avro_columns
 from s3events.config.ddl_schema import DdlError, ddl_text, parse_columns
 from s3events.errors import ConfigError
 from s3events.infra import aws
+from s3events.ingest.files.transform import read_user_file
 from s3events.ingest.target import TargetSpec
 
 
@@ -22,7 +22,7 @@ def with_schema_file(spec: TargetSpec, options: aws.AwsOptions) -> TargetSpec:
     key = keys.TARGET_SCHEMA_FILE.concrete(spec.name)
     if spec.schema_ddl:
         raise ConfigError(key, f"set either {keys.TARGET_SCHEMA.concrete(spec.name)} or {key}, not both")
-    text = _read(spec.schema_file, key, options)
+    text = read_user_file(spec.schema_file, key, options)
     return dataclasses.replace(spec, schema_ddl=schema_text(spec.schema_file, text, key))
 
 
@@ -40,15 +40,3 @@ def schema_text(source: str, text: str, key: str) -> str:
 def _without_comments(text: str) -> str:
     """A DDL file's lines without `--` comments (a DDL file is often kept with notes)."""
     return " ".join(line.split("--", 1)[0] for line in text.splitlines())
-
-
-def _read(source: str, key: str, options: aws.AwsOptions) -> str:
-    try:
-        if source.startswith("s3://"):
-            bucket, _, name = source[len("s3://") :].partition("/")
-            body = aws.client(options, "s3").get_object(Bucket=bucket, Key=name)["Body"].read()
-            return bytes(body).decode("utf-8")
-        return Path(source).read_text(encoding="utf-8")
-    except Exception as exc:  # any reason the file cannot be read is the user's to fix
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(key, f"cannot read {source}: {first}") from exc

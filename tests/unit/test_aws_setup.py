@@ -111,8 +111,7 @@ S3_TARGET_OF_MODULE = {
     "s3events/preflight.py": "lake",  # the start-up checks of the table locations
     "s3events/infra/parquet_files.py": "lake",
     "s3events/infra/delta_log.py": "lake",  # maintenance reads the log's statistics as written
-    "s3events/ingest/files/transform.py": "lake",  # a transform.sql.file kept beside the tables
-    "s3events/ingest/schema_file.py": "lake",  # a schema.file kept beside the tables
+    "s3events/ingest/files/transform.py": "lake",  # transform.sql.file, schema.file (read_user_file)
     "s3events/ingest/rebuild.py": "lake",  # ingest --rebuild deletes a target's tables
     "s3events/ingest/files/scratch.py": "lake",  # a killed run's scratch rows under a target
     "s3events/ingest/refusal.py": "lake",  # a fail target's refusal note beside its table

@@ -77,14 +77,16 @@ def transform_spec(
     if not sql and not sql_file:
         return None
     key = inline if sql else from_file
-    text = sql or _read(sql_file or "", key, aws_options)
+    text = sql or read_user_file(sql_file or "", key, aws_options)
     found = statements(text)
     if not found:
         raise ConfigError(key, "holds no SQL statement")
     return TransformSpec(key, tuple(found))
 
 
-def _read(source: str, key: str, aws_options: aws.AwsOptions) -> str:
+def read_user_file(source: str, key: str, aws_options: aws.AwsOptions) -> str:
+    """A file a key names (`s3://…` with our S3 client, or a local path) as UTF-8 text, read at start-up;
+    ConfigError naming the key when it cannot be read."""
     try:
         if source.startswith("s3://"):
             bucket, _, name = source[len("s3://") :].partition("/")
