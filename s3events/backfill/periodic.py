@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from s3events.backfill.model import BackfillReport, Source
 from s3events.backfill.run import Backfill, build_backfill, configured_sources
 from s3events.config import Settings, keys
-from s3events.infra.delta_errors import expected_reason
+from s3events.infra.delta_errors import log_side_failure
 
 if TYPE_CHECKING:
     from s3events.backfill.metrics import BackfillObserved
@@ -87,14 +87,7 @@ class PeriodicBackfill:
             report = self._backfill.run_once(self._sources, stop=self._stop)
         except Exception as exc:
             retry_in = min(self._interval, RETRY_FAILED_SECONDS)
-            reason = expected_reason(exc)
-            if reason is not None:  # an outage, throttling, rotated keys: one line (the traceback at DEBUG)
-                log.warning(
-                    "periodic backfill failed; capture goes on, next attempt in %.0fs: %s", retry_in, reason
-                )
-                log.debug("the failed backfill pass's traceback", exc_info=True)
-            else:
-                log.exception("periodic backfill failed; capture goes on, next attempt in %.0fs", retry_in)
+            log_side_failure(log, "periodic backfill failed; capture goes on", retry_in, exc)
             self._next_at = self._clock() + retry_in
             return None
         if report.completed_at is not None:

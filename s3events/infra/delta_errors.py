@@ -8,6 +8,7 @@ colour codes (ANSI escapes); only that text tells what went wrong, so the classi
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -145,3 +146,14 @@ def expected_reason(exc: BaseException) -> str | None:
     if isinstance(exc, OSError):
         exc = recognised(exc, action="a storage request failed", path="the store") or exc
     return str(exc) if isinstance(exc, CredentialsRejected) else None
+
+
+def log_side_failure(logger: logging.Logger, what: str, retry_in: float, exc: BaseException) -> None:
+    """A side task's failure (`<what>, next attempt in Ns`): one line for an expected error (the
+    traceback at DEBUG), the traceback for anything else. Call it inside the `except` block."""
+    reason = expected_reason(exc)
+    if reason is not None:
+        logger.warning("%s, next attempt in %.0fs: %s", what, retry_in, reason)
+        logger.debug("%s: the traceback", what, exc_info=True)
+    else:
+        logger.exception("%s, next attempt in %.0fs", what, retry_in)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from s3events.config import Settings, keys
 from s3events.errors import ConfigError
 from s3events.infra import aws, table_info
-from s3events.infra.delta_errors import expected_reason
+from s3events.infra.delta_errors import log_side_failure
 from s3events.ingest.feed import MetadataFeed
 from s3events.ingest.progress import first_unread, stored_position
 from s3events.ingest.target import target_specs
@@ -218,12 +218,5 @@ class PeriodicMaintenance:
         try:
             return step()
         except Exception as exc:
-            reason = expected_reason(exc)
-            if reason is not None:  # an outage, throttling, rotated keys: one line (the traceback at DEBUG)
-                log.warning(
-                    "maintenance failed; the process goes on, next attempt in %.0fs: %s", retry_in, reason
-                )
-                log.debug("the failed maintenance step's traceback", exc_info=True)
-            else:
-                log.exception("maintenance failed; the process goes on, next attempt in %.0fs", retry_in)
+            log_side_failure(log, "maintenance failed; the process goes on", retry_in, exc)
             return []
