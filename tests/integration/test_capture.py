@@ -126,10 +126,12 @@ def test_redelivered_and_duplicated_messages_add_no_rows(make_stack, s3, sqs, id
     for i in range(5):
         s3.put_object(Bucket=stack.bucket, Key=f"dup/{i}.json", Body=b"{}")
     # Peek at the bodies without consuming them, then send each one twice more (duplicate notifications).
-    bodies = []
-    while len(bodies) < 6:  # 5 puts + the test event
+    # A peek leaves each message visible, so a later receive can return one again: keep one body per id.
+    peeked: dict[str, str] = {}
+    while len(peeked) < 6:  # 5 puts + the test event
         got = sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
-        bodies.extend(m["Body"] for m in got.get("Messages", []))
+        peeked.update((m["MessageId"], m["Body"]) for m in got.get("Messages", []))
+    bodies = list(peeked.values())
     for body in bodies:
         sqs.send_message(QueueUrl=stack.queue_url, MessageBody=body)
         sqs.send_message(QueueUrl=stack.queue_url, MessageBody=body)
