@@ -110,7 +110,9 @@ class Transform:
         # the tasks decode them.
         self._session.conf.set("spark.sql.execution.arrow.localRelationThreshold", "0")
         self.removes_rows = True  # whether the last plan can drop an input row (a WHERE, a generator)
-        self.generates = True  # whether the last plan has a generator (an input row gives 0..n rows)
+        # Whether an input row of the last plan may give several rows (a generator; UNION ALL of branches
+        # over src): then the rows it removed are counted by lineage, not as input less output.
+        self.fans_out = True
         self._analysed = False  # whether the SQL has analysed against rows once (start-up or a batch)
         self._jvm: _Classes | None = None  # looked up at the first plan rewrite
 
@@ -183,7 +185,7 @@ class Transform:
         analyzed = self._analyzed()
         tree = _plan_node(analyzed)
         self.removes_rows = _holds(tree, {"Filter", "Generate"})
-        self.generates = _holds(tree, {"Generate"})
+        self.fans_out = _holds(tree, {"Generate", "Union"})
         reason = refusal(tree)
         if reason:
             raise ConfigError(self.spec.key, f"a transform must be row-wise, and this one has {reason}")

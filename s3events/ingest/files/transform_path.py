@@ -25,7 +25,8 @@ from datetime import datetime
 from functools import partial
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -60,6 +61,7 @@ from s3events.ingest.target import TargetSpec
 log = logging.getLogger(__name__)
 
 _SHARED_BYTES = 32 << 20  # source bytes per driver thread writing a small batch's transformed rows
+_KEY_ROWS = "__s3events_key_rows"  # a MERGE's latest row: how many transformed rows share its key
 
 
 def run_transformed(
@@ -153,10 +155,13 @@ class _Job:
         if self.held is not None:
             return self._run_held(shaped, schema, files)
         if self.target.mode == "merge":
-            latest = post_parse.latest_per_key(shaped, self.target)
-            return [], [staged_rows(latest, self.target, self.aws).cast(schema)]
+            latest = staged_rows(
+                post_parse.latest_per_key(_key_rows(shaped, self.target), self.target), self.target, self.aws
+            )
+            self.filtered += self._removed(src, out, files, int(pc.sum(latest[_KEY_ROWS]).as_py() or 0))
+            return [], [latest.drop_columns([_KEY_ROWS]).cast(schema)]
         written = write_rows(shaped, self.target, schema, self.aws, self.size)
-        self.filtered += self._removed(src, out, files, written)
+        self.filtered += self._removed(src, out, files, sum(f.num_records for f in written))
         return written, []
 
     def _run_held(
@@ -168,19 +173,21 @@ class _Job:
         rows = shaped.toArrow().cast(schema)
         if self.transform.removes_rows:
             src = self.held.table(files)
-            generated = self.transform.generates  # an input row may give several: count by lineage
-            self.filtered += rows_without_output(src, rows) if generated else src.num_rows - rows.num_rows
+            by_lineage = self.transform.fans_out  # an input row may give several rows
+            self.filtered += rows_without_output(src, rows) if by_lineage else src.num_rows - rows.num_rows
         if self.target.mode == "merge":
             return [], [rows]
         return _written_in_driver(rows, self.target, schema, self.aws, self.size), []
 
-    def _removed(self, src: DataFrame, out: DataFrame, files: list[str], written: list[WrittenFile]) -> int:
-        """Input rows no output row came from: src's rows less those written when each input row gives
-        at most one (no generator) and src's counts are known; else one more Spark job."""
+    def _removed(self, src: DataFrame, out: DataFrame, files: list[str], output_rows: int) -> int:
+        """Input rows no output row came from (the batch's `filtered`, on every route): src's rows less
+        the transform's when each input row gives at most one (`fans_out`) and src's counts are known;
+        else one more Spark job. `output_rows` counts the transform's rows before a MERGE keeps the
+        latest per key: that reduction is not filtering."""
         if not self.transform.removes_rows:
             return 0
-        if self.rows_by_file is not None and not self.transform.generates:
-            return sum(self.rows_by_file[f] for f in files) - sum(f.num_records for f in written)
+        if self.rows_by_file is not None and not self.transform.fans_out:
+            return sum(self.rows_by_file[f] for f in files) - output_rows
         keys = ["_source_file", "_source_line"]
         return int(src.select(*keys).join(out.select(*keys).distinct(), keys, "left_anti").count())
 
@@ -205,6 +212,13 @@ class _Job:
         out = self.transform.frame_of(self.src([]).limit(0))
         shaped = post_parse.finish_rows(out, ingested_at=self.ingested_at, existing=self.existing)
         return arrow_schema(shaped.schema)
+
+
+def _key_rows(rows: DataFrame, target: TargetSpec) -> DataFrame:
+    """`rows` with how many share each one's record key: summed over the latest rows it is the number of
+    transformed rows before the reduction, counted in the reduction's own job (its partitioning)."""
+    keys = Window.partitionBy(*[F.col(f"`{k}`") for k in target.record_key])
+    return rows.withColumn(_KEY_ROWS, F.count(F.lit(1)).over(keys))
 
 
 def _written_in_driver(
