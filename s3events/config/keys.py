@@ -591,9 +591,9 @@ TARGET_TEXT_FAST_PATH: Key[bool] = _target(
     "text.fast.path",
     type=BoolType(),
     default=True,
-    doc="text format: split clean files into lines whole on the executors (several times faster); a file "
-    "with a line that is not UTF-8 still takes the line-by-line path. false = every file takes the line "
-    "path.",
+    doc="text format: no effect, kept so that configurations setting it still load. Text has one path: "
+    "every file is split into lines on the executors (an object over the in-memory limit streamed), a "
+    "line that is not UTF-8 is an error row.",
 )
 TARGET_PARQUET_FAST_PATH: Key[bool] = _target(
     "parquet.fast.path",

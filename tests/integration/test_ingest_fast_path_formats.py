@@ -202,9 +202,11 @@ def run_both(
     batches: list[dict[str, bytes]],
     where: str = "driver",
     partition_by: str | None = "dt",
+    one_path: bool = False,
     **extra: object,
 ) -> list[int]:
-    """Each batch through a fast target and a line-path target; the fast target's fast-path file counts."""
+    """Each batch through a fast target and a line-path target; the fast target's fast-path file counts.
+    A format with `one_path` reads every file on it whatever `<format>.fast.path` says."""
     caplog.set_level(logging.DEBUG, logger="s3events.ingest.files.fast_path")
     stack = make_stack()
     driver_read = {"driver__read__max__bytes": 64 << 20 if where == "driver" else 0}
@@ -229,7 +231,8 @@ def run_both(
         capture(stack)
         reports = build_ingest(settings, spark=spark).run_once().batches
         assert {r.target for r in reports} == {"fast", "lines"}
-        assert all(r.fast_path_files == 0 for r in reports if r.target == "lines")
+        lines_fast = [r.fast_path_files for r in reports if r.target == "lines"]
+        assert lines_fast == ([r.fast_path_files for r in reports if r.target == "fast"] if one_path else [0])
         fast_files.append(sum(r.fast_path_files for r in reports if r.target == "fast"))
     in_driver = [r for r in caplog.records if "read in the driver" in r.getMessage()]
     assert bool(in_driver) == (where == "driver")
@@ -279,17 +282,22 @@ def test_csv_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
     }
 
 
-def test_text_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
+def test_text_files_land_their_lines_and_error_rows_on_one_path_whatever_text_fast_path_says(
     make_stack, s3, spark, tmp_path, caplog
 ):
-    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "text", TEXT_BATCHES)
+    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "text", TEXT_BATCHES, one_path=True)
 
-    assert fast_files == [4, 1]  # the file with a bad line and the empty one took the line path
+    assert fast_files == [6, 1]  # every file: text has one path
     rows = comparable(read_table(str(tmp_path / "fast")))
     crlf = [r["value"] for r in rows if r["_source_file"].endswith("crlf+bom.txt")]
     assert crlf == ["one", "two", "", "no newline at the end"]
     assert [r["value"] for r in rows if r["_source_file"].endswith("only newline.txt")] == [""]
-    assert [(e[0], e[1]) for e in errors(str(tmp_path / "fast"))] == [("bad utf8.txt", 2)]
+    assert [r for r in rows if r["_source_file"].endswith("empty.txt")] == []
+    bad = [(r["_source_line"], r["value"]) for r in rows if r["_source_file"].endswith("bad utf8.txt")]
+    assert bad == [(1, "fine"), (3, "fine again")]  # the file's other lines land
+    assert errors(str(tmp_path / "fast")) == [
+        ("bad utf8.txt", 2, "caf\ufffd", "line is not valid UTF-8 (unexpected end of data at byte 3)")
+    ]
 
 
 @WHERE

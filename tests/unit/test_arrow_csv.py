@@ -106,7 +106,7 @@ def test_reader_options_map_to_the_fast_path_or_send_the_target_to_the_line_path
     assert csv_options({"sep": ";", "delimiter": ","}) is None
 
 
-def test_text_lines_are_the_line_paths_and_a_bad_line_declines_the_file():
+def test_text_lines_are_split_lines_and_a_bad_line_is_an_error_row_beside_the_others():
     parsed = parse_text(b"\xef\xbb\xbfone\r\n\ntwo", FILE, "e1")
     assert parsed.table is not None
     assert parsed.table.select(["_source_line", "value"]).to_pylist() == [
@@ -114,8 +114,13 @@ def test_text_lines_are_the_line_paths_and_a_bad_line_declines_the_file():
         {"_source_line": 2, "value": ""},
         {"_source_line": 3, "value": "two"},
     ]
-    assert parse_text(b"a\n\xff\n", FILE, "e1").reason == "a line is not valid UTF-8"
-    assert parse_text(b"", FILE, "e1").reason == "empty"
+    bad = parse_text(b"a\n\xff\nb\n", FILE, "e1")
+    assert bad.table is not None and bad.table.column("value").to_pylist() == ["a", "b"]
+    assert [(e["_source_line"], e["raw"], e["error"]) for t in bad.errors for e in t.to_pylist()] == [
+        (2, "\ufffd", "line is not valid UTF-8 (invalid start byte at byte 0)")
+    ]
+    empty = parse_text(b"", FILE, "e1")
+    assert empty.table is not None and empty.table.num_rows == 0 and not empty.errors
 
 
 @pytest.mark.parametrize(

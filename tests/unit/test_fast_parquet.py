@@ -120,6 +120,7 @@ class Task:
     def __init__(self) -> None:
         self.flushed: list[list[str]] = []
         self.removed: list[str] = []
+        self.errors: list[pa.Table] = []
 
     def flush(self, pending: list[tuple[FileRef, pa.Table]]) -> list[dict[str, object]]:
         if not pending:
@@ -133,7 +134,9 @@ class Task:
         self.removed.extend(f.path for f in files)
 
     def take(self, ref: FileRef, parts: Any, pending: list[tuple[FileRef, pa.Table]], out: list[Any]) -> int:
-        return fast_task.take_parts(ref, parts, pending, 0, out, self.flush, lambda t, _uri: t, self.remove)
+        return fast_task.take_parts(
+            ref, parts, pending, 0, out, self.flush, lambda t, _uri: t, self.remove, self.errors
+        )
 
 
 def part(n: int) -> pa.Table:

@@ -29,7 +29,7 @@ from s3events.ingest.files.formats import (
     text_format,
     whole_fast,
 )
-from s3events.ingest.files.formats.base import FileParser
+from s3events.ingest.files.formats.base import FileParser, SinglePathParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import run_line_path
 from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
@@ -58,10 +58,12 @@ def fast_parser(
     target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None
 ) -> FileParser | None:
     """The parser of the target's format with the data columns whose types are fixed (the declared
-    schema, or the table's), or None when the batch cannot take the fast path."""
-    if not target.fast_path or target.format not in _FAST_PARSERS:
+    schema, or the table's), or None when the batch cannot take the fast path. A format with one path
+    (`SinglePathParser`: text) ignores `<format>.fast.path`."""
+    if target.format not in _FAST_PARSERS:
         return None
-    return _FAST_PARSERS[target.format](target, declared=declared, existing=existing)
+    parser = _FAST_PARSERS[target.format](target, declared=declared, existing=existing)
+    return parser if target.fast_path or isinstance(parser, SinglePathParser) else None
 
 
 def run_batch(
@@ -105,18 +107,16 @@ def _run_batch(
     )
     if not fast.rest:
         assert fast.schema is not None
-        return _noted(
-            ReadOutput(
-                fast.schema,
-                ERROR_SCHEMA.empty_table(),
-                fast.rows,
-                fast.files,
-                merge=fast.merge,
-                fast_path_files=len(batch.files),
-                ignored_fields=fast.ignored_fields,
-            ),
-            target,
+        only_fast = ReadOutput(
+            fast.schema,
+            ERROR_SCHEMA.empty_table(),
+            fast.rows,
+            fast.files,
+            merge=fast.merge,
+            fast_path_files=len(batch.files),
+            ignored_fields=fast.ignored_fields,
         )
+        return _noted(post_parse.with_error_rows(only_fast, fast.errors), target)
     log.info("target %s: %s", target.name, describe(fast))
     took_fast = bool(fast.files) or (fast.merge is not None and fast.merge.num_rows > 0)
     out = run_line_path(spark, fast.rest, target, fast.schema if took_fast else existing, aws, ingested_at)
@@ -127,7 +127,7 @@ def _run_batch(
         out.rows = out.merge.num_rows
     out.fast_path_files = len(batch.files) - len(fast.rest)
     out.ignored_fields = tuple(sorted({*out.ignored_fields, *fast.ignored_fields}))
-    return _noted(out, target)
+    return _noted(post_parse.with_error_rows(out, fast.errors), target)
 
 
 def _noted(out: ReadOutput, target: TargetSpec) -> ReadOutput:

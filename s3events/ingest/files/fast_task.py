@@ -29,9 +29,17 @@ from s3events.infra.parquet_files import (
     write_partitioned,
 )
 from s3events.ingest.files import latest_rows, post_parse
-from s3events.ingest.files.formats.base import FileDeclined, FileParser, ParsedFile, parse_or_decline
+from s3events.ingest.files.formats.base import (
+    LINE_ERROR_SCHEMA,
+    FileDeclined,
+    FileFailed,
+    FileParser,
+    ParsedFile,
+    SinglePathParser,
+    parse_or_decline,
+)
 from s3events.ingest.files.key_columns import KeyColumns
-from s3events.ingest.files.lineage import FIXED
+from s3events.ingest.files.lineage import FIXED, INGESTED_AT, TIMESTAMP, lineage_columns
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.merge_input import TYPE_ERRORS
 from s3events.ingest.files.objects import MAX_OBJECT_BYTES, Fetched, fetch
@@ -56,6 +64,7 @@ _OUT_SCHEMA = pa.schema(
         pa.field("staged", pa.string()),  # from executors where they are staged (`stage_table`)
         pa.field("files", pa.int64()),  # the files a task was given (one row per task)
         pa.field("dropped", pa.string()),  # a new field schema.evolution=ignore dropped (one row each)
+        pa.field("errors", pa.binary()),  # a single-path format's error rows (IPC, ERROR_SCHEMA; one row)
     ]
 )
 
@@ -107,19 +116,19 @@ def fast_task(
         _finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped, rescued=rescued
     )
     remove = partial(remove_data_files, table_uri, options=aws)
+    errors: list[pa.Table] = []  # a single-path format's error rows
     with contextlib.closing(fetched_ahead(refs, aws)) as objects:
         for ref, fetched in objects:
-            # A key that gives no columns is the line path's to record as an error row.
-            unkeyed = key_columns.failure(ref.key) if key_columns is not None else None
-            parsed = (
-                parse_or_decline(parser, fetched.data, ref, fetched.etag, hints)
-                if fetched.data is not None and unkeyed is None
-                else ParsedFile(None, unkeyed or fetched.reason)
-            )
+            parsed = _parsed(ref, fetched, parser, hints, aws, key_columns)
             if parsed.header is not None:
                 headers.add(parsed.header)
             if parsed.parts is not None:
-                held = take_parts(ref, parsed.parts, pending, held, out, flush, finish, remove)
+                held = take_parts(ref, parsed.parts, pending, held, out, flush, finish, remove, errors)
+                errors.extend(parsed.errors)
+                continue
+            errors.extend(parsed.errors)
+            if parsed.failed:
+                errors.append(file_error(ref, fetched.etag or ref.etag, parsed.reason or "unreadable"))
                 continue
             if parsed.table is None:
                 out.append({"event_id": ref.event_id, "reason": parsed.reason})
@@ -134,8 +143,43 @@ def fast_task(
     out.extend(flush(pending))
     out.extend({"header": header} for header in sorted(headers))
     out.extend({"dropped": name} for name in sorted(dropped))
+    if errors:
+        out.append({"errors": _ipc(_stamped(pa.concat_tables(errors), ingested_at))})
     out.append({"files": len(refs)})
     return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
+
+
+def _parsed(
+    ref: FileRef,
+    fetched: Fetched,
+    parser: FileParser,
+    hints: dict[str, pa.DataType],
+    aws: AwsOptions,
+    key_columns: KeyColumns | None,
+) -> ParsedFile:
+    """The file parsed, or why it takes the line path. A key that gives no columns is an error row: the
+    line path's to record, or the task's for a format without one, which also streams an object it could
+    not hold whole (or read: its error row) instead of declining it."""
+    single = isinstance(parser, SinglePathParser)
+    unkeyed = key_columns.failure(ref.key) if key_columns is not None else None
+    if unkeyed is not None:
+        return ParsedFile(None, f"key: {unkeyed}" if single else unkeyed, failed=single)
+    if fetched.data is not None:
+        return parse_or_decline(parser, fetched.data, ref, fetched.etag, hints)
+    if isinstance(parser, SinglePathParser):
+        return parser.streamed(ref, aws)
+    return ParsedFile(None, fetched.reason)
+
+
+def file_error(ref: FileRef, etag: str | None, reason: str) -> pa.Table:
+    """A whole-file error row (LINE_ERROR_SCHEMA: no line number, no raw line)."""
+    lineage = lineage_columns(ref, etag, None, 1)
+    columns = [*lineage[:3], pa.nulls(1, pa.string()), pa.array([reason], pa.string()), lineage[3]]
+    return pa.Table.from_arrays(columns, schema=LINE_ERROR_SCHEMA)
+
+
+def _stamped(errors: pa.Table, ingested_at: datetime) -> pa.Table:
+    return errors.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, TIMESTAMP), errors.num_rows))
 
 
 def _finish(
@@ -167,12 +211,15 @@ def take_parts(
     flush: Callable[[list[tuple[FileRef, pa.Table]]], list[dict[str, object]]],
     finish: Callable[[pa.Table, str], pa.Table],
     remove: Callable[[list[WrittenFile]], None],
+    errors: list[pa.Table],
 ) -> int:
     """One file's rows part by part into `pending` (or, past the flush bound, into data files of its own,
-    so that a later part's failure can take them back); returns the bytes the task then holds."""
+    so that a later part's failure can take them back); returns the bytes the task then holds. A part
+    that fails (FileFailed) makes the file one error row in `errors` instead of a declined file."""
     mine: list[tuple[FileRef, pa.Table]] = []
     own: list[dict[str, object]] = []  # result rows of data files holding only this file's rows
     reason: str | None = None
+    failed = False
     try:
         for part in parts:
             table = finish(part, ref.uri)
@@ -187,14 +234,17 @@ def take_parts(
             own.extend(flush(mine))
             mine, held = [], 0
     except FileDeclined as exc:
-        reason = exc.reason
+        reason, failed = exc.reason, isinstance(exc, FileFailed)
     reason = reason or next((str(r["reason"]) for r in own if r.get("event_id") is not None), None)
     if reason is None:
         out.extend(own)
         pending.extend(mine)
         return held
     remove([from_row(r) for r in own if r.get("path") is not None])
-    out.append({"event_id": ref.event_id, "reason": reason})
+    if failed:  # all or nothing per file: the rows it had are dropped, one error row says why
+        errors.append(file_error(ref, ref.etag, reason))
+    else:
+        out.append({"event_id": ref.event_id, "reason": reason})
     return held - sum(t.nbytes for _, t in mine)
 
 

@@ -1,6 +1,7 @@
-"""The line path: every format, every file, through Spark. A text format's objects are split into lines
-on the executors (`objects.read_lines`), parsed line by line by the format's Spark parser (from_json,
-from_csv), and a Parquet batch is read file by file; the post-parse stage (`post_parse`) then shapes the
+"""The line path: every format with two paths, through Spark (text has one: `formats/text_format`). A
+JSON, CSV or XML object is split into lines or records on the executors (`objects.read_lines`), parsed
+line by line by the format's Spark parser (from_json, from_csv), and a Parquet, Avro, ORC or binary batch
+is read file by file; the post-parse stage (`post_parse`) then shapes the
 rows, which the executors write as Parquet (append) or hand to the driver (merge).
 
 It reads any file the fast path declined, and records bad lines one by one as error rows.
@@ -37,7 +38,6 @@ from s3events.ingest.files.formats import (
     orc_format,
     parquet_format,
     records,
-    text_format,
 )
 from s3events.ingest.files.formats.whole_file import WholeFileReader, binary_reader
 from s3events.ingest.files.frames import collected, files_frame
@@ -67,7 +67,7 @@ def run_line_path(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> ReadOutput:
-    """The general path: every format, every line through Spark (from_json / from_csv / text)."""
+    """The general path: every line through Spark (from_json / from_csv), or every whole file."""
     frame = files_frame(spark, files)
     cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
     whole = _whole_file_reader(target)
@@ -138,8 +138,6 @@ def _parse_lines(
     ok = lines.where(F.col("_error").isNull()).join(
         F.broadcast(broken.distinct()), "_source_file", "left_anti"
     )
-    if target.format == "text":
-        return text_format.parse_lines(ok), read_errors
     # Blank lines carry no record in JSON lines or CSV: skipped, not errors.
     ok = ok.where(F.trim(F.col("value")) != "")
     good, bad = _LINE_PARSERS[target.format](spark, ok, target, options, existing, cached)

@@ -170,8 +170,22 @@ def error_rows(bad: DataFrame, ingested_at: datetime) -> tuple[pa.Table, dict[st
         .select(*[f.name for f in ERROR_SCHEMA])
         .toArrow()
     ).cast(ERROR_SCHEMA)
+    return errors, whole_file_errors(errors)
+
+
+def whole_file_errors(errors: pa.Table) -> dict[str, str]:
+    """uri -> reason of the whole-file problems among error rows (those without a line number)."""
     whole_file = errors.filter(pc.is_null(errors["_source_line"])).select(["_source_file", "error"])
-    return errors, {r["_source_file"]: r["error"] for r in whole_file.to_pylist()}
+    return {r["_source_file"]: r["error"] for r in whole_file.to_pylist()}
+
+
+def with_error_rows(out: ReadOutput, tables: list[pa.Table]) -> ReadOutput:
+    """`out` with more error rows (ERROR_SCHEMA: a single-path format's, from its tasks)."""
+    if tables:
+        more = pa.concat_tables([t.cast(ERROR_SCHEMA) for t in tables])
+        out.errors = pa.concat_tables([out.errors, more])
+        out.failed_files.update(whole_file_errors(more))
+    return out
 
 
 def latest_per_key(rows: DataFrame, target: TargetSpec) -> DataFrame:

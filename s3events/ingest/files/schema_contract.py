@@ -65,7 +65,12 @@ def refuse_new_fields(rows: DataFrame, new: list[str], target: TargetSpec) -> No
     )
     where = "the batch" if first is None else f"{first['_source_file']} line {first['_source_line']}"
     named = [n for i, n in enumerate(new) if first is not None and first.asDict().get(f"has_{i}")] or new
-    raise NewFieldRefused(
+    raise refused(target, where, named)
+
+
+def refused(target: TargetSpec, where: str, named: list[str]) -> NewFieldRefused:
+    """The refusal of a batch whose `where` ("<file> line <n>", or "the batch") holds `named` new fields."""
+    return NewFieldRefused(
         f"target {target.name}: schema.evolution=fail: {where} has new field(s) {', '.join(named)} "
         f"the table lacks; nothing committed. Add them to the table's schema (schema.evolution=add for "
         f"one run) or set schema.evolution=ignore, then ingest resumes at the same checkpoint"

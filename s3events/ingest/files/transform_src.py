@@ -222,7 +222,7 @@ def _parse_task(
                 if parsed.table is not None
                 else None
             )
-            if tables is None:
+            if tables is None or parsed.errors:  # error rows: the normal paths record them
                 yield _row(declined=parsed.reason or "declined")
                 continue
             try:  # a part that fails after others were handed on: the file is declined, and so the batch

@@ -9,8 +9,8 @@ Parsers are small frozen objects built on the driver and shipped to the tasks.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,9 @@ import pyarrow.compute as pc
 
 from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.model import FileRef
+
+if TYPE_CHECKING:
+    from s3events.infra.aws import AwsOptions
 
 BOM = b"\xef\xbb\xbf"
 # Types whose pyarrow parse matches Spark's (from_json, from_csv); a table with others uses the line path.
@@ -35,12 +38,30 @@ class ParsedFile:
     the line path names a batch's columns after one header, so the fast path must see them all.
     `parts` is the object's rows in parts instead of `table` (Parquet, row group by row group): reading
     them may still raise FileDeclined, and the task then drops every part of the object it had.
+    A single-path format's parser (`SinglePathParser`) never declines: `failed` makes `reason` the
+    file's one error row (no rows), and `errors` holds error rows of lines its rows leave out
+    (LINE_ERROR_SCHEMA; filled as `parts` are read).
     """
 
     table: pa.Table | None
     reason: str | None = None
     header: str | None = None
     parts: Iterator[pa.Table] | None = None
+    failed: bool = False
+    errors: list[pa.Table] = field(default_factory=list)
+
+
+# An error row before the post-parse stage adds `_ingested_at` (post_parse.ERROR_SCHEMA's other columns).
+LINE_ERROR_SCHEMA = pa.schema(
+    [
+        pa.field("_source_file", pa.string()),
+        pa.field("_source_etag", pa.string()),
+        pa.field("_source_line", pa.int64()),
+        pa.field("raw", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("_event_time", pa.timestamp("us", tz="UTC")),
+    ]
+)
 
 
 class FileDeclined(Exception):
@@ -49,6 +70,11 @@ class FileDeclined(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class FileFailed(FileDeclined):
+    """Raised by a single-path parser's `parts`: the whole file is one error row and gives no rows (a
+    corrupt row group, a compressed stream that breaks). A FileDeclined to code that only declines."""
 
 
 class FileParser(Protocol):
@@ -82,6 +108,15 @@ class FileParser(Protocol):
         ...
 
 
+@runtime_checkable
+class SinglePathParser(Protocol):
+    """A parser of a format with no line path (text, Parquet): every file it is given ends as rows or
+    error rows. `streamed` reads an object the task could not hold whole (larger than the in-memory
+    limit, or unreadable: its error row) in bounded memory, straight from S3."""
+
+    def streamed(self, file: FileRef, aws: AwsOptions) -> ParsedFile: ...
+
+
 def parse_or_decline(
     parser: FileParser, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
 ) -> ParsedFile:
@@ -90,8 +125,8 @@ def parse_or_decline(
     pyarrow 26's JSON reader builds an invalid list array from `[null, "a"]`, found only at validation."""
     try:
         return parser.parse(data, file, etag, hints)
-    except pa.ArrowException as exc:
-        return ParsedFile(None, f"pyarrow: {exc}")
+    except pa.ArrowException as exc:  # a single-path format's file: its error row
+        return ParsedFile(None, f"pyarrow: {exc}", failed=isinstance(parser, SinglePathParser))
 
 
 @dataclass(frozen=True, slots=True)
