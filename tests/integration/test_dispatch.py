@@ -170,7 +170,8 @@ def _both_paths(
     *,
     folders: list[str] | None = None,
     extra: dict[str, str] | None = None,
-) -> None:
+) -> ReadOutput:
+    """Compares the two paths' outputs; returns the fast one's (`fast_path_files`: what it read)."""
     run, bucket = next(_RUNS), _bucket(s3)
     refs = _put(s3, bucket, f"{fmt}/{run}", bodies, f".{'json' if fmt == 'json' else 'csv'}", folders)
     batch = Batch(refs, (), Checkpoint(-1), Checkpoint(0))
@@ -195,6 +196,7 @@ def _both_paths(
     assert _rows(fast_out, fast_path) == _rows(line_out, line_path)
     assert _errors(fast_out) == _errors(line_out)
     assert fast_out.failed_files == line_out.failed_files
+    return fast_out
 
 
 # Derandomized: CI runs the same examples every time (a random one that finds a new divergence would

@@ -7,8 +7,9 @@ and with the Spark path alone (`line_path.run_line_path`, what a batch without a
 must give the same schema, rows and error rows.
 
 Multi-line JSON (`reader.options=multiLine=true`: a document or a top-level array) is compared the same
-way, with `json.fast.path` on and off. Multi-line CSV has no fast path: there is nothing to compare;
-tests/unit/test_multi_line_records.py covers its cutting."""
+way, with `json.fast.path` on and off, and so is multi-line CSV (quoted newlines, quoted quotes, a
+record cut short at the end of the file, CRLF, a header with a quoted newline; `csv.fast.path` on and
+off). tests/unit/test_multi_line_records.py and test_csv_multi_line.py cover the cutting."""
 
 from __future__ import annotations
 
@@ -37,10 +38,12 @@ from s3events.ingest.files.lineage import LINEAGE_FIELDS, TIMESTAMP
 from s3events.ingest.model import Batch, Checkpoint
 from s3events.ingest.target import TargetSpec, target_specs
 from tests.integration.test_dispatch import (
+    _CSV_FIELD,
     _NAMES,
     _SETTINGS,
     INGESTED_AT,
     _bucket,
+    _encode,
     _errors,
     _json_value,
     _put,
@@ -349,3 +352,65 @@ def test_multi_line_json_gives_the_same_rows_and_error_rows_on_either_path(
     json_both_paths(
         spark, s3, aws_options, tmp_path, "json", bodies, extra={"reader.options": "multiLine=true"}
     )
+
+
+# -- multi-line CSV: quoted newlines ---------------------------------------------------------------------
+
+_MULTI_LINE_FIELD = st.one_of(
+    _CSV_FIELD,
+    st.sampled_from(
+        ['"a\nb"', '"\n"', '"x\n\n y "', '"say ""hi""\nthere"', '"1\n2"', '"a,\nb"', '"\ttab\n"']
+    ),
+)
+_MULTI_LINE = {"reader.options": "multiLine=true"}
+
+
+@st.composite
+def multi_line_csv_file(draw: st.DrawFn, header: list[str]) -> bytes:
+    head = ",".join(header) if draw(st.integers(0, 5)) else 'id,"na\nme"'  # a header with a quoted newline
+    records = [head]
+    for _ in range(draw(st.integers(0, 5))):
+        kind = draw(st.sampled_from(["row"] * 5 + ["blank", "short"]))
+        if kind == "blank":
+            records.append("")
+        else:
+            n = len(header) - (kind == "short")
+            records.append(
+                ",".join(draw(st.lists(_MULTI_LINE_FIELD, min_size=max(n, 1), max_size=max(n, 1))))
+            )
+    text = "\n".join(records) + draw(st.sampled_from(["\n", ""]))
+    if draw(st.integers(0, 5)) == 0:
+        text += '1,"a record cut short\nat the end'
+    return _encode(draw, text)  # as written, with a byte order mark, or with CRLF line ends
+
+
+@st.composite
+def multi_line_csv_files(draw: st.DrawFn) -> list[bytes]:
+    headers = st.sampled_from([["id", "name"], ["id", "name", "amount"], ["name", "id"]])
+    first = draw(headers)
+    same = draw(st.booleans())
+    return [
+        draw(multi_line_csv_file(first if same else draw(headers))) for _ in range(draw(st.integers(1, 3)))
+    ]
+
+
+@settings(_SETTINGS, max_examples=4)
+@example(bodies=[b'id,name\n1,"a\nb"\n', b'id,name\r\n2,"say ""hi""\r\nthere"\r\n3,"x\r\n\r\ny"'])
+@example(bodies=[b'id,"na\nme"\n1,"a\nb"\n', b'id,name\n2,"open\n3,x\n'])
+@given(bodies=multi_line_csv_files())
+def test_multi_line_csv_gives_the_same_rows_and_error_rows_on_either_path(
+    s3, aws_options, spark, tmp_path, bodies
+):
+    json_both_paths(spark, s3, aws_options, tmp_path, "csv", bodies, extra=_MULTI_LINE)
+
+
+def test_a_csv_export_with_quoted_newlines_takes_the_fast_path_with_the_line_paths_rows(
+    s3, aws_options, spark, tmp_path
+):
+    bodies = [
+        b'id,note,amount\n1,"first\nsecond",1.5\n2,plain,2\n3,"a, b\n\nc",\n',
+        b'id,note,amount\r\n4,"x\r\ny",-0.5\r\n5,"",3\r\n',  # CRLF, inside quotes too
+        b'\xef\xbb\xbfid,note,amount\n6,"tail\n",7',  # a byte order mark, no final newline
+    ]
+    fast = json_both_paths(spark, s3, aws_options, tmp_path, "csv", bodies, extra=_MULTI_LINE)
+    assert fast.fast_path_files == len(bodies)

@@ -43,6 +43,7 @@ class CsvOptions:
     delimiter: str = ","
     quote: str = '"'
     escape: str = "\\"
+    multi_line: bool = False  # multiLine=true: a quoted field may hold line breaks (`csv_multi_line`)
 
 
 SPARK_DEFAULTS = CsvOptions()
@@ -51,8 +52,10 @@ SPARK_DEFAULTS = CsvOptions()
 def csv_options(reader_options: Mapping[str, str] | None) -> CsvOptions | None:
     """The CSV options from a target's reader options, or None when one is set that the fast path does
     not reproduce (then every file of the target takes the line path). Keys as the line path reads them:
-    `header` (true unless "false"), `sep` or `delimiter`, `quote`, `escape`, each one character."""
+    `header` (true unless "false"), `sep` or `delimiter`, `quote`, `escape`, each one character, and
+    `multiLine` in any case (`records.multi_line`)."""
     options = dict(reader_options or {})
+    multi_line = [options.pop(k).strip().lower() == "true" for k in list(options) if k.lower() == "multiline"]
     header = options.pop("header", "true").lower() == "true"
     chars = {}
     for key in ("sep", "delimiter", "quote", "escape"):
@@ -68,6 +71,7 @@ def csv_options(reader_options: Mapping[str, str] | None) -> CsvOptions | None:
         delimiter=chars.get("sep", chars.get("delimiter", ",")),
         quote=chars.get("quote", '"'),
         escape=chars.get("escape", "\\"),
+        multi_line=any(multi_line),
     )
     if len({parsed.delimiter, parsed.quote, parsed.escape}) != 3:
         return None
@@ -101,14 +105,14 @@ def repeats_header(fields: pa.Table, names: list[str | None]) -> bool:
 
 
 def fields_of(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
-    """Every line's fields as strings (null for an empty field, quoted or not), header line included.
-    `data` must be valid UTF-8."""
+    """Every record's fields as strings (null for an empty field, quoted or not), header included: a
+    record is a line, or with `multi_line` may hold line breaks inside quotes. `data` must be UTF-8."""
     parse = pacsv.ParseOptions(
         delimiter=options.delimiter,
         quote_char=options.quote,
         double_quote=False,
         escape_char=False,
-        newlines_in_values=False,
+        newlines_in_values=options.multi_line,
         ignore_empty_lines=False,
     )
     width = pacsv.read_csv(

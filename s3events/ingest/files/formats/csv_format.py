@@ -20,19 +20,22 @@ certain, and otherwise returns a reason (the file then takes the line path):
   unless one value is plainly a string, which makes Spark infer string too (`csv_types`: each column is
   read as strings once, then typed and converted by pyarrow's kernels, the cheapest checks first).
 
-`header` of the result is the file's first line, so that the fast path can check that every file of a
-batch has the same one (the line path takes one file's header for the whole batch).
+With `multiLine=true` a quoted field may hold line breaks: `csv_multi_line` states what else holds then.
+
+`header` of the result is the file's first line (its first record), so that the fast path can check
+that every file of a batch has the same one (the line path takes one file's header for the whole batch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 
 from s3events.ingest.files import rescue, rescue_rows
-from s3events.ingest.files.formats import csv_types
+from s3events.ingest.files.formats import csv_multi_line, csv_types
 from s3events.ingest.files.formats.base import (
     BOM,
     Body,
@@ -156,30 +159,58 @@ def parse_csv(
     if data.startswith(BOM):
         data = data[len(BOM) :]
     body = Body.of(data)
-    first_line = body.first_line().removesuffix(b"\r")
+    split = _split(data, body, options, declared)
+    if isinstance(split, ParsedFile):
+        return split
+    fields, starts, header = split
+    names: list[str | None] = []
+    if options.header:
+        names = list(fields.slice(0, 1).to_pylist()[0].values())
+        fields, starts = fields.slice(1), starts[1:]
+    typed = _typed(fields, names, known, declared, options, new)
+    if isinstance(typed, str):
+        return ParsedFile(None, typed, header)
+    arrays, out_fields = typed
+    lineage = lineage_columns(file, etag, None, fields.num_rows)
+    lineage[LINEAGE.index("_source_line")] = pa.array(starts)  # a record's first line
+    table = pa.Table.from_arrays([*lineage, *arrays], schema=pa.schema([*LINEAGE_FIELDS, *out_fields]))
+    return ParsedFile(table, None, header)
+
+
+def _split(
+    data: bytes, body: Body, options: CsvOptions, declared: bool
+) -> tuple[pa.Table, np.ndarray, str | None] | ParsedFile:
+    """Every record's fields (the header's first), each record's first line number and the header as
+    the line path reads it; or a declined ParsedFile."""
+    quotes = csv_multi_line.quotes_of(body, options) if options.multi_line and body else None
+    if options.multi_line:
+        first_line = csv_multi_line.first_record(body, options)
+    else:
+        first_line = body.first_line().removesuffix(b"\r")
     # A first line that is blank to the line path (it trims spaces) is no header there: it is skipped.
     named = options.header and bool(first_line.strip(b" "))
     header = first_line.decode("utf-8", errors="replace") if named else None
-    problem = _buffer_problem(body, header, options, declared)
+    problem = quotes if isinstance(quotes, str) else _buffer_problem(body, header, options, declared)
+    if problem is None and isinstance(quotes, csv_multi_line.Quotes):
+        problem = "a blank line" if csv_multi_line.blank_line_outside_quotes(body, quotes) else None
     if problem is not None:
         return ParsedFile(None, problem, header)
-    lines = line_count(body)
     try:
         fields = fields_of(data, first_line, options)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         return ParsedFile(None, f"pyarrow: {exc}", header)
-    names: list[str | None] = []
-    if options.header:
-        names = list(fields.slice(0, 1).to_pylist()[0].values())
-        fields = fields.slice(1)
-    typed = _typed(fields, lines, names, known, declared, options, new)
-    if isinstance(typed, str):
-        return ParsedFile(None, typed, header)
-    arrays, out_fields = typed
-    first = 2 if options.header else 1
-    lineage = lineage_columns(file, etag, first, fields.num_rows)
-    table = pa.Table.from_arrays([*lineage, *arrays], schema=pa.schema([*LINEAGE_FIELDS, *out_fields]))
-    return ParsedFile(table, None, header)
+    if not options.multi_line:
+        lines = line_count(body)
+        if fields.num_rows != lines:
+            return ParsedFile(None, f"{fields.num_rows} records on {lines} lines", header)
+        return fields, np.arange(1, lines + 1, dtype=np.int64), header
+    assert isinstance(quotes, csv_multi_line.Quotes)  # an empty body was declined
+    starts = csv_multi_line.record_lines(body, quotes, fields.num_rows)
+    if isinstance(starts, str):
+        return ParsedFile(None, starts, header)
+    if b"\r" in body:
+        fields = csv_multi_line.without_carriage_returns(fields, body, quotes)
+    return fields, starts, header
 
 
 def _buffer_problem(body: Body, header: str | None, options: CsvOptions, declared: bool) -> str | None:
@@ -190,13 +221,14 @@ def _buffer_problem(body: Body, header: str | None, options: CsvOptions, declare
         whole = text(body)  # validated once, kept for the quote check
     except pa.ArrowInvalid:
         return "not valid UTF-8"
-    if has_blank_lines(body):
+    if not options.multi_line and has_blank_lines(body):  # multiLine: blank lines outside quotes
         return "has blank lines"
     if lone_carriage_return(body):
         return "has a carriage return inside a line"
     if options.escape.encode() in body:
         return f"holds the escape character {options.escape!r}"
-    if options.quote.encode() in body and not quotes_around_whole_fields(whole, options):
+    quoted = not options.multi_line and options.quote.encode() in body  # else `csv_multi_line.quotes_of`
+    if quoted and not quotes_around_whole_fields(whole, options):
         return "quotes other than around whole fields"
     width = csv_fields(header, options.delimiter, options.quote) if header is not None else 0
     if width > MAX_CSV_COLUMNS:
@@ -208,7 +240,6 @@ def _buffer_problem(body: Body, header: str | None, options: CsvOptions, declare
 
 def _typed(
     fields: pa.Table,
-    lines: int,
     names: list[str | None],
     known: pa.Schema,
     declared: bool,
@@ -216,8 +247,6 @@ def _typed(
     new: NewColumns = INFERRED,
 ) -> tuple[list[pa.ChunkedArray], list[pa.Field]] | str:
     """The data lines' fields as from_csv converts them, with their columns; or why they may not be."""
-    if fields.num_rows != lines - (1 if options.header else 0):
-        return f"{fields.num_rows} records on {lines} lines"
     if fields.num_rows == 0:
         return "no data lines"
     if options.header and repeats_header(fields, names):
