@@ -599,10 +599,9 @@ TARGET_PARQUET_FAST_PATH: Key[bool] = _target(
     "parquet.fast.path",
     type=BoolType(),
     default=True,
-    doc="parquet format: read files row group by row group with pyarrow on the executors and write them "
-    "there, without Spark's schema probe and read; files whose rows it cannot give exactly as the Spark "
-    "path would (not readable or corrupt, a column type Spark has none for, lineage column names) still "
-    "take the Spark path. false = every file takes the Spark path.",
+    doc="parquet format: no effect, kept so that configurations setting it still load. Parquet has one "
+    "path: every file is read row group by row group on the executors (an object over the in-memory "
+    "limit with ranged reads); a file that cannot be read so is an error row.",
 )
 TARGET_DRIVER_READ_MAX_BYTES: Key[int] = _target(
     "driver.read.max.bytes",

@@ -301,12 +301,14 @@ def test_text_files_land_their_lines_and_error_rows_on_one_path_whatever_text_fa
 
 
 @WHERE
-def test_parquet_fast_path_lands_the_same_rows_errors_and_schema_as_the_spark_path(
+def test_parquet_files_land_their_rows_and_error_rows_on_one_path_whatever_parquet_fast_path_says(
     where, make_stack, s3, spark, tmp_path, caplog
 ):
-    fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "parquet", PARQUET_BATCHES, where)
+    fast_files = run_both(
+        make_stack, s3, spark, tmp_path, caplog, "parquet", PARQUET_BATCHES, where, one_path=True
+    )
 
-    assert fast_files == [2, 3, 2, 0]  # int32 id and ns are cast as the Spark path casts them
+    assert fast_files == [2, 9, 2, 2]  # every file: Parquet has one path
     rows = comparable(read_table(str(tmp_path / "fast")))
     groups = [r for r in rows if r["_source_file"].endswith("groups.parquet")]
     assert [r["_source_line"] for r in groups] == list(range(25))  # the row index across row groups
@@ -321,6 +323,8 @@ def test_parquet_fast_path_lands_the_same_rows_errors_and_schema_as_the_spark_pa
     assert {"truncated.parquet", "not parquet.parquet", "lineage.parquet", "zipped.parquet.gz"} <= failed
     corrupt_reasons = [error for file, _line, _raw, error in recorded if file == "corrupt group.parquet"]
     assert len(corrupt_reasons) == 1 and corrupt_reasons[0], corrupt_reasons
+    assert [r["more"] for r in rows if r["_source_file"].endswith("more.parquet")] == ["a", "b"]
+    assert {file for file, *_ in recorded} == failed  # "no rows.parquet": no rows, no error row
 
 
 @WHERE

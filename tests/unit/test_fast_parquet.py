@@ -1,6 +1,6 @@
-"""The Parquet fast path's parser and its row-group streaming: a file is read by pyarrow only when its rows
-and lineage are exactly what the Spark path gives (same reader, same row index, same casts); otherwise
-it is declined, also mid-file, and the task takes back whatever it had written of it."""
+"""The Parquet parser (Parquet's one path) and its row-group streaming: a file's rows and lineage (the row
+index, the casts Spark's types need), or the file's one error row, also mid-file, and then the task takes
+back whatever it had written of it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from s3events.infra.parquet_files import WrittenFile, to_row
 from s3events.ingest.files import fast_task
-from s3events.ingest.files.formats.base import FileDeclined
+from s3events.ingest.files.formats.base import FileDeclined, FileFailed
 from s3events.ingest.files.formats.parquet_format import ParquetParser, spark_keeps
 from s3events.ingest.model import FileRef
 from tests.unit.conftest import file_ref
@@ -34,7 +34,7 @@ def parts(parser: ParquetParser, data: bytes, key: str = "a.parquet") -> list[pa
 
 def reason(parser: ParquetParser, data: bytes, key: str = "a.parquet") -> str | None:
     parsed = parser.parse(data, file_ref(key), "etag-1", {})
-    assert parsed.parts is None and parsed.table is None
+    assert parsed.parts is None and parsed.table is None and parsed.failed  # an error row, not a decline
     return parsed.reason
 
 
@@ -72,16 +72,14 @@ def test_columns_are_cast_as_the_spark_path_casts_them():
 @pytest.mark.parametrize(
     ("key", "table", "why"),
     [
-        ("a.parquet.gz", pa.table({"id": [1]}), "compressed"),
+        ("a.parquet.gz", pa.table({"id": [1]}), "not a readable Parquet file: its key says gzip"),
         ("a.parquet", pa.table({"id": [1], "_source_line": [5]}), "lineage column"),
         ("a.parquet", pa.table({"id": [1], "ID": [2]}), "case"),
         ("a.parquet", pa.table({"Name": ["x"]}), "case"),  # the table has `name`
         ("a.parquet", pa.table({"u": pa.array([1], pa.uint32())}), "no type"),
-        ("a.parquet", pa.table({"n": pa.nulls(1)}), "no type"),
-        ("a.parquet", pa.table({"id": pa.array([], pa.int64())}), "no rows"),
     ],
 )
-def test_files_the_spark_path_could_read_otherwise_are_declined(key, table, why):
+def test_files_whose_rows_spark_could_not_give_are_one_error_row(key, table, why):
     data = parquet(table)
     if key.endswith(".gz"):
         data = gzip.compress(data)  # fetch decompresses by extension; the Spark path does not
@@ -89,20 +87,29 @@ def test_files_the_spark_path_could_read_otherwise_are_declined(key, table, why)
     assert why in (reason(ParquetParser(pa.schema([("name", pa.string())])), data, key) or "")
 
 
-def test_a_file_that_is_not_parquet_is_declined():
+def test_an_all_null_column_stays_open_and_a_file_without_rows_gives_no_rows_and_no_columns():
+    [nulls] = parts(ParquetParser(pa.schema([])), parquet(pa.table({"n": pa.nulls(2)})))
+    assert nulls.schema.field("n").type == pa.null()  # the table decides its type
+    parsed = ParquetParser(pa.schema([])).parse(
+        parquet(pa.table({"id": pa.array([], pa.int64())})), file_ref("a.parquet"), "e", {}
+    )
+    assert parsed.table is not None and parsed.table.num_rows == 0 and "id" not in parsed.table.column_names
+
+
+def test_a_file_that_is_not_parquet_is_one_error_row():
     assert "not a readable Parquet file" in (reason(ParquetParser(pa.schema([])), b"id,name\n1,x\n") or "")
     truncated = parquet(pa.table({"id": [1, 2]}))[:-20]
     assert "not a readable Parquet file" in (reason(ParquetParser(pa.schema([])), truncated) or "")
 
 
-def test_a_corrupt_later_row_group_declines_the_file_while_streaming():
+def test_a_corrupt_later_row_group_fails_the_file_while_streaming():
     body = bytearray(parquet(pa.table({"id": list(range(10))}), row_group_size=5, compression="snappy"))
     chunk = pq.ParquetFile(io.BytesIO(bytes(body))).metadata.row_group(1).column(0)
     body[chunk.data_page_offset : chunk.data_page_offset + 40] = b"\xff" * 40
     parsed = ParquetParser(pa.schema([]), batch_rows=5).parse(bytes(body), file_ref("a.parquet"), "e", {})
     assert parsed.parts is not None
 
-    with pytest.raises(FileDeclined, match="corrupt Parquet data"):
+    with pytest.raises(FileFailed, match="corrupt Parquet data"):
         list(parsed.parts)
 
 
@@ -160,6 +167,23 @@ def test_a_large_file_is_written_apart_and_taken_back_when_a_later_part_fails(mo
     assert task.removed == ["file-2"]  # what it had written of the declined file
     assert [r.get("path") for r in out] == ["file-1", None]
     assert out[-1] == {"event_id": "ev1", "reason": "corrupt Parquet data after row 200"}
+    assert pending == [] and held == 0
+
+
+def test_a_single_path_file_failing_after_a_flush_is_one_error_row_instead_of_a_decline(monkeypatch):
+    monkeypatch.setattr(fast_task, "_FLUSH_BYTES", 1000)
+    task, pending, out = Task(), [], []
+
+    def failing() -> Any:
+        yield from [part(100)] * 3
+        raise FileFailed("corrupt Parquet data after row 300")
+
+    held = task.take(file_ref("big.parquet"), failing(), pending, out)
+
+    assert task.removed == ["file-1"] and [r.get("path") for r in out] == []
+    assert [
+        (e["_source_file"], e["_source_line"], e["error"]) for t in task.errors for e in t.to_pylist()
+    ] == [(file_ref("big.parquet").uri, None, "corrupt Parquet data after row 300")]
     assert pending == [] and held == 0
 
 

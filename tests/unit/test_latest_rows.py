@@ -69,7 +69,8 @@ def test_reducing_parts_then_the_whole_keeps_what_reducing_the_whole_keeps():
 def test_keys_and_ordering_fields_arrow_cannot_order_or_group_as_spark_does_are_refused():
     schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("s", pa.struct([("x", pa.int8())]))])
     assert reducible(schema, ["id"], None) is None
-    assert reducible(schema, ["id"], "f") == "the ordering field f is of type double"
+    assert reducible(schema, ["id"], "f") is None  # ordered as Spark orders doubles: `latest`
+    assert reducible(schema, ["id"], "s") == "the ordering field s is of type struct<x: int8>"
     assert reducible(schema, ["f"], None) == "the record key f is of type double"
     assert reducible(schema, ["s"], None) is not None
     assert reducible(schema, ["nope"], None) == "the record key nope is in no row"
@@ -79,7 +80,7 @@ def test_a_part_the_rule_cannot_reduce_goes_back_whole_for_the_driver_to_decide(
     table = rows((1, 1, 5, "s3://b/a", 1), (1, 2, 5, "s3://b/a", 2))
     assert latest_if_reducible(table, ["id"], "seq").num_rows == 1
     assert latest_if_reducible(table, ["missing"], "seq").num_rows == 2  # not an error in a task
-    doubles = table.set_column(1, "seq", table["seq"].cast(pa.float64()))
+    doubles = table.set_column(0, "id", table["id"].cast(pa.float64()))
     assert latest_if_reducible(doubles, ["id"], "seq").num_rows == 2
 
 
@@ -118,3 +119,18 @@ def test_keys_increasing_in_runs_that_do_not_overlap_are_distinct_without_hashin
         runs = [sorted(rng.sample(range(40), rng.randint(0, 6))) for _ in range(rng.randint(0, 4))]
         keys = [k for run in runs for k in run]
         assert distinct(*runs) == (len(set(keys)) == len(keys)), runs
+
+
+def test_a_double_ordering_field_orders_as_spark_does_nan_above_every_number_and_null_last():
+    nan = float("nan")
+    table = rows(
+        (1, 5.0, 1, "s3://b/a", 1),
+        (1, nan, 1, "s3://b/a", 2),  # NaN wins over every number
+        (1, None, 9, "s3://b/a", 3),
+        (2, -0.0, 1, "s3://b/a", 4),
+        (2, 0.0, 1, "s3://b/a", 5),  # equal to -0.0: the later line wins
+        (2, None, 9, "s3://b/z", 1),
+        (3, None, 1, "s3://b/a", 6),
+        (3, -1.5, 1, "s3://b/a", 7),
+    )
+    assert kept(latest(table, ["id"], "seq")) == [(1, "s3://b/a", 2), (2, "s3://b/a", 5), (3, "s3://b/a", 7)]

@@ -11,15 +11,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from s3events.errors import S3EventsError
 from s3events.infra.aws import AwsOptions, delta_storage_options
 from s3events.ingest import refusal
 from s3events.ingest.files import post_parse, rescue
-from s3events.ingest.files.fast_path import describe, run_fast
+from s3events.ingest.files.fast_path import FastResult, describe, run_fast
 from s3events.ingest.files.formats import (
     avro_format,
     csv_format,
@@ -33,8 +35,8 @@ from s3events.ingest.files.formats.base import FileParser, SinglePathParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import run_line_path
 from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
-from s3events.ingest.files.schema_contract import NewFieldRefused
-from s3events.ingest.model import Batch
+from s3events.ingest.files.schema_contract import NewFieldRefused, new_fields, refused
+from s3events.ingest.model import Batch, FileRef
 from s3events.ingest.target import TargetSpec
 
 log = logging.getLogger(__name__)
@@ -96,15 +98,15 @@ def _run_batch(
     parser = fast_parser(target, arrow_schema(declared) if declared is not None else None, existing)
     if parser is None:
         return _noted(run_line_path(spark, batch.files, target, existing, aws, ingested_at), target)
-    fast = run_fast(
-        spark,
-        batch.files,
-        target,
-        parser=parser,
-        existing=existing,
-        aws=aws,
-        ingested_at=ingested_at,
-    )
+    read = partial(run_fast, spark, batch.files, target, existing=existing, aws=aws, ingested_at=ingested_at)
+    fast = read(parser=parser)
+    if fast.rest and isinstance(parser, SinglePathParser):  # no line path: the batch's schema, then again
+        log.info(
+            "target %s: %s; reading the batch again with its files' schemas", target.name, describe(fast)
+        )
+        fast = read(parser=parser.for_batch(batch.files, existing, aws))
+        if fast.rest:
+            raise _unsplit(fast, batch.files, existing, target, parser.first_line)
     if not fast.rest:
         assert fast.schema is not None
         only_fast = ReadOutput(
@@ -128,6 +130,24 @@ def _run_batch(
     out.fast_path_files = len(batch.files) - len(fast.rest)
     out.ignored_fields = tuple(sorted({*out.ignored_fields, *fast.ignored_fields}))
     return _noted(post_parse.with_error_rows(out, fast.errors), target)
+
+
+def _unsplit(
+    fast: FastResult,
+    files: tuple[FileRef, ...],
+    existing: pa.Schema | None,
+    target: TargetSpec,
+    first_line: int,
+) -> S3EventsError:
+    """Why a single-path format's batch cannot be read: schema.evolution=fail's refusal (naming the
+    first row of the first file with rows), else the tasks' reason (the batch fails; it is retried)."""
+    if fast.schema is not None and target.schema_evolution == "fail":
+        new = new_fields(fast.schema.names, existing, target.rescued_column)
+        failed = {uri for t in fast.errors for uri in post_parse.whole_file_errors(t)}
+        first = min((f.uri for f in files if f.uri not in failed), default=None)
+        return refused(target, "the batch" if first is None else f"{first} line {first_line}", new)
+    why = next(iter(fast.reasons.values()), "unknown")
+    return S3EventsError(f"target {target.name}: the batch cannot be read: {why}")
 
 
 def _noted(out: ReadOutput, target: TargetSpec) -> ReadOutput:

@@ -26,16 +26,16 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from s3events.errors import S3EventsError, TransientError
+from s3events.errors import TransientError
 from s3events.infra.aws import AwsOptions
 from s3events.infra.parquet_files import WrittenFile, from_row, remove_data_files, take_staged
-from s3events.ingest.files import case_clash, latest_rows, post_parse
+from s3events.ingest.files import case_clash, latest_rows
 from s3events.ingest.files.fast_task import fast_task, held_bytes
-from s3events.ingest.files.formats.base import FileParser, SinglePathParser
+from s3events.ingest.files.formats.base import FileParser
 from s3events.ingest.files.frames import TaskFunction, files_frame
 from s3events.ingest.files.lineage import FIXED, INGESTED_AT, LINEAGE_FIELDS, TIMESTAMP
 from s3events.ingest.files.merge_input import TYPE_ERRORS, MergeInput, concat_conformed, unreadable_partition
-from s3events.ingest.files.schema_contract import kept_columns, new_fields, refused
+from s3events.ingest.files.schema_contract import kept_columns, new_fields
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
@@ -47,7 +47,7 @@ _TASK_BYTES = 128 << 20  # source bytes per task: one output file each, at least
 @dataclass
 class FastResult:
     files: list[WrittenFile] = field(default_factory=list)
-    schema: pa.Schema | None = None  # the table schema the written files belong to
+    schema: pa.Schema | None = None  # the table schema the written files belong to (or would have)
     rest: tuple[FileRef, ...] = ()  # files for the line path
     reasons: dict[str, str] = field(default_factory=dict)  # uri -> why it takes the line path
     merge: MergeInput | None = None  # merge mode: the fast files' latest row per record key
@@ -102,36 +102,17 @@ def run_fast(
         merged = _merge_written(merge_keys, written, schema, target, aws)
         if isinstance(merged, str):
             whole_batch = merged
+    errors = _error_tables(rows)
     if whole_batch is not None:
         remove_data_files(target.path, written, aws)
-        if isinstance(parser, SinglePathParser):  # no line path to take the batch
-            raise _unsplit(whole_batch, files, rows, schema, existing, target) from None
-        return FastResult(rest=files, reasons=dict.fromkeys((f.uri for f in files), whole_batch))
+        reasons = dict.fromkeys((f.uri for f in files), whole_batch)
+        return FastResult(schema=schema, rest=files, reasons=reasons, errors=errors)
     rest = tuple(f for f in files if f.event_id in declined)
     reasons = {f.uri: declined[f.event_id] for f in rest}
     ignored = tuple(sorted({r["dropped"] for r in rows if r["dropped"] is not None}))
-    errors = _error_tables(rows)
     if isinstance(merged, MergeInput):  # the written files, if any, are the merge input's
         return FastResult([], schema, rest, reasons, merged, ignored, errors)
     return FastResult(written, schema, rest, reasons, ignored_fields=ignored, errors=errors)
-
-
-def _unsplit(
-    why: str,
-    files: tuple[FileRef, ...],
-    rows: list[dict[str, Any]],
-    schema: pa.Schema | None,
-    existing: pa.Schema | None,
-    target: TargetSpec,
-) -> S3EventsError:
-    """A single-path format's batch that the tasks could not finish: schema.evolution=fail's refusal
-    (naming the first line of the first file with rows), else why (the batch fails and is retried)."""
-    if schema is not None and target.schema_evolution == "fail":
-        new = new_fields(schema.names, existing, target.rescued_column)
-        failed = {uri for t in _error_tables(rows) for uri in post_parse.whole_file_errors(t)}
-        first = min((f.uri for f in files if f.uri not in failed), default=None)
-        return refused(target, "the batch" if first is None else f"{first} line 1", new)
-    return S3EventsError(f"target {target.name}: the batch cannot be read: {why}")
 
 
 def _error_tables(rows: list[dict[str, Any]]) -> list[pa.Table]:

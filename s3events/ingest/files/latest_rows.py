@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 _LINEAGE_ORDER = ("_event_time", "_source_file", "_source_line")
 _INDEX = "__s3events_row"
+_NAN = "__s3events_nan"
 
 
 def reducible(schema: pa.Schema, record_key: Sequence[str], ordering_field: str | None) -> str | None:
@@ -29,8 +30,8 @@ def reducible(schema: pa.Schema, record_key: Sequence[str], ordering_field: str 
             return f"the record key {name} is of type {kind}"
     if ordering_field is not None and ordering_field in schema.names:
         kind = schema.field(ordering_field).type
-        # Spark orders NaN above every number, Arrow's sort with the nulls; nested values have no order.
-        if pa.types.is_floating(kind) or pa.types.is_nested(kind):
+        # Nested values have no order in Arrow's sort (floating point: see `latest`).
+        if pa.types.is_nested(kind):
             return f"the ordering field {ordering_field} is of type {kind}"
     return None
 
@@ -56,9 +57,15 @@ def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | Non
     if table.num_rows == 0 or keys_distinct(table, record_key):
         return table  # each row is its key's only one: no sort (a batch of new keys, most often)
     order = [(name, "descending") for name in _LINEAGE_ORDER]
+    keys = table
     if ordering_field is not None and ordering_field in table.column_names:  # absent: null, orders nothing
         order.insert(0, (ordering_field, "descending"))
-    ranked = table.take(pc.sort_indices(table, sort_keys=order))  # nulls last: the default placement
+        if pa.types.is_floating(table.schema.field(ordering_field).type):
+            # Spark orders NaN above every number (and -0.0 equal to 0.0, as Arrow does); Arrow's sort
+            # puts NaN with the nulls, last: a flag column sorts it first.
+            keys = table.append_column(_NAN, pc.is_nan(table[ordering_field]))
+            order.insert(0, (_NAN, "descending"))
+    ranked = table.take(pc.sort_indices(keys, sort_keys=order))  # nulls last: the default placement
     ranked = ranked.append_column(_INDEX, pa.array(range(ranked.num_rows), pa.int64()))
     firsts = ranked.group_by(list(record_key), use_threads=False).aggregate([(_INDEX, "min")])
     keep = pc.sort_indices(firsts[f"{_INDEX}_min"])

@@ -1,8 +1,9 @@
-"""The line path: every format with two paths, through Spark (text has one: `formats/text_format`). A
-JSON, CSV or XML object is split into lines or records on the executors (`objects.read_lines`), parsed
-line by line by the format's Spark parser (from_json, from_csv), and a Parquet, Avro, ORC or binary batch
-is read file by file; the post-parse stage (`post_parse`) then shapes the
-rows, which the executors write as Parquet (append) or hand to the driver (merge).
+"""The line path: every format with two paths, through Spark (text and Parquet have one: their
+`formats/` modules). A JSON, CSV or XML object is split into lines or records on the executors
+(`objects.read_lines`), parsed line by line by the format's Spark parser (from_json, from_csv), and an
+Avro, ORC or binary batch is read file by file (`formats/whole_spark`); the post-parse stage
+(`post_parse`) then shapes the rows, which the executors write as Parquet (append) or hand to the driver
+(merge).
 
 It reads any file the fast path declined, and records bad lines one by one as error rows.
 """
@@ -36,10 +37,10 @@ from s3events.ingest.files.formats import (
     csv_lines,
     json_format,
     orc_format,
-    parquet_format,
     records,
 )
 from s3events.ingest.files.formats.whole_file import WholeFileReader, binary_reader
+from s3events.ingest.files.formats.whole_spark import read_on_spark
 from s3events.ingest.files.frames import collected, files_frame
 from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.lineage import LINEAGE
@@ -72,7 +73,7 @@ def run_line_path(
     cached: list[DataFrame] = []  # read once, used by inference, errors and the write: unpersisted below
     whole = _whole_file_reader(target)
     if whole is not None:
-        good, bad = parquet_format.read_on_spark(spark, frame, aws, existing_schema, cached, whole)
+        good, bad = read_on_spark(spark, frame, aws, existing_schema, cached, whole)
     else:
         split = records.splitter(target.format, target.reader_options)
         read = partial(_read_lines_partition, aws=aws, split=split)
@@ -110,9 +111,7 @@ def _whole_file_reader(target: TargetSpec) -> WholeFileReader | None:
     """The reader of a format whose objects are read whole into columns (no lines), or None."""
     if target.format == "binary":
         return binary_reader(target.binary_max_bytes)
-    return {"parquet": parquet_format.PARQUET, "avro": avro_format.READER, "orc": orc_format.READER}.get(
-        target.format
-    )
+    return {"avro": avro_format.READER, "orc": orc_format.READER}.get(target.format)
 
 
 def _read_lines_partition(

@@ -1,5 +1,5 @@
 """Avro object container files, read with fastavro on the executors (the Spark path of whole-file formats:
-`parquet_format.read_on_spark` with this module's reader).
+`whole_spark.read_on_spark` with this module's reader).
 
 Types as Spark's spark-avro gives them: records are structs, arrays lists, maps maps (string keys), enums
 strings, fixed and bytes binary, a union of null and one type that type (nullable), int|long long and

@@ -112,9 +112,19 @@ class FileParser(Protocol):
 class SinglePathParser(Protocol):
     """A parser of a format with no line path (text, Parquet): every file it is given ends as rows or
     error rows. `streamed` reads an object the task could not hold whole (larger than the in-memory
-    limit, or unreadable: its error row) in bounded memory, straight from S3."""
+    limit, or unreadable: its error row) in bounded memory, straight from S3; `for_batch` gives the
+    parser to read a batch again with when its tasks could not agree (types, spellings)."""
+
+    @property
+    def first_line(self) -> int:
+        """The `_source_line` of a file's first row."""
+        ...
 
     def streamed(self, file: FileRef, aws: AwsOptions) -> ParsedFile: ...
+
+    def for_batch(
+        self, files: tuple[FileRef, ...], existing: pa.Schema | None, aws: AwsOptions
+    ) -> FileParser: ...
 
 
 def parse_or_decline(

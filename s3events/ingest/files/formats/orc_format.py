@@ -1,5 +1,5 @@
 """ORC files, read stripe by stripe with pyarrow.orc on the executors (the Spark path of whole-file
-formats: `parquet_format.read_on_spark` with this module's reader).
+formats: `whole_spark.read_on_spark` with this module's reader).
 
 Columns as pyarrow reads them (ORC's decimal, date and timestamp types kept; timestamps come back from
 Spark in microseconds, as for Parquet), `_source_line` the row's 0-based index in the file. A file that

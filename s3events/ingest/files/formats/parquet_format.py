@@ -1,118 +1,165 @@
-"""Parquet objects read row group by row group inside Spark executors: the Parquet fast path's parser.
+"""Parquet objects, one path: read row group by row group in the fast path's task, every file ending as
+rows or one error row.
 
-The Spark path (`read_on_spark`) reads a file with `objects.read_parquet`: its columns as pyarrow
-reads them, a 0-based row index as `_source_line`, then casts every column to the batch's schema (the
-table's type for a column it has, else the types of all the batch's files unified) and hands the rows
-through Spark. This parser gives the same rows from the same pyarrow reader, with the same lineage
-function and the same cast (`cast(safe=False)`) to the same types: the table's type for a column it
-has, else the type Spark gives back for the file's (a timestamp[ns] column becomes timestamp[us], as
-there). What it leaves to the Spark path: a file that is not readable Parquet, is corrupt in a later row
-group, has no rows, lineage column names, names Spark would confuse (case), a type Spark has none for
-(unsigned integers, dictionaries, all-null columns), a value the cast refuses, or a key with a
-compression extension (the Spark path reads such bytes as they are). New columns are typed from every
-file of the batch there (`schema_from_every_file`).
+A file's rows are its columns as pyarrow reads them, a 0-based row index as `_source_line`, each column
+cast (`cast(safe=False)`) to the batch's type: the table's for a column it has, else the type Spark
+gives back for the file's (a timestamp[ns] column becomes timestamp[us]). A column with only nulls and
+no type yet is left to the table (as the other fast paths leave one). When the tasks' types for a new
+column disagree, or two files spell a name two ways, `parquet_batch` probes every file's schema and the
+batch is read again with the schemas unified in file order (`promote_options="permissive"`; the first
+spelling kept, a later file that clashes or whose type does not unify is its error row).
 
-Rows are yielded in parts of at most `batch_rows`, so the task holds no more of a large file than its
-flush bound; a part that fails to decode raises `FileDeclined` and the task drops what it had of the file.
+One error row, no rows, for: a file that is not readable Parquet (a key with a compression extension
+too: Parquet compresses inside the file), a corrupt row group, lineage column names, names that differ
+only in case from each other or the table's, a type Spark has none for (unsigned integers, ...), or a
+value the cast refuses. A file without rows gives no rows and no columns. An object over the in-memory
+limit is read with ranged GETs (footer, then column chunks), so a task holds one part at a time: rows
+are yielded in parts of at most `batch_rows`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from s3events.infra.aws import AwsOptions
 from s3events.ingest.files import case_clash
-from s3events.ingest.files.formats.base import FileDeclined, ParsedFile
-from s3events.ingest.files.formats.whole_file import Rows, Schema, WholeFileReader
-from s3events.ingest.files.frames import FilesFrame, collected
-from s3events.ingest.files.line_parse import evolve
-from s3events.ingest.files.lineage import FIXED, INGESTED_AT, LINEAGE, LINEAGE_FIELDS, lineage_columns
+from s3events.ingest.files.formats.base import FileDeclined, FileFailed, ParsedFile
+from s3events.ingest.files.lineage import FIXED, LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.files.lines import codec_for_key
+from s3events.ingest.files.merge_input import TYPE_ERRORS
 from s3events.ingest.files.objects import (
-    LINE_SCHEMA,
+    IN_MEMORY_PARQUET_BYTES,
     CorruptParquetData,
     ObjectReadError,
+    open_object,
     parquet_batches,
-    read_parquet,
+    whole_source,
 )
-from s3events.ingest.files.post_parse import ERROR_SCHEMA
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
-_READ_ERROR = "__s3events_read_error"  # Spark path rows: why a file broke (a name no data column takes)
+_NO_COLUMNS = pa.schema(LINEAGE_FIELDS)
+_PROBES = 8  # files whose footers the driver reads at once
 
 
 def fast_parser(
     target: TargetSpec, *, declared: pa.Schema | None, existing: pa.Schema | None
 ) -> ParquetParser:
-    """The fast path's parser: always, typed by the table's columns (the Spark path reads no options
-    and no declared schema for Parquet)."""
+    """The parser: always, typed by the table's columns (Parquet reads no options and no declared
+    schema)."""
     return ParquetParser(pa.schema([f for f in existing or [] if f.name not in FIXED]))
-
-
-_RESERVED = FIXED
 
 
 @dataclass(frozen=True, slots=True)
 class ParquetParser:
-    known: pa.Schema  # the table's data columns (the Spark path reads no declared schema for Parquet)
-    batch_rows: int = 65536  # rows per part, as the Spark path's reader gives them
+    known: pa.Schema  # the table's data columns, or after a probe the batch's (`parquet_batch`)
+    batch_rows: int = 65536  # rows per part
+    refused: Mapping[str, str] = field(default_factory=dict)  # uri -> why the batch's schema refuses it
 
     @property
     def schema_from_every_file(self) -> bool:
-        return True  # the Spark path unifies the schemas of all the batch's files at once
+        return True  # new columns are typed from every file: a task's types may need the batch's
 
     @property
     def new_columns_sorted(self) -> bool:
         return False  # in the files' order, as the unified schema gives them
 
     def keeps_type(self, t: pa.DataType) -> bool:
-        return spark_keeps(t)
+        return pa.types.is_null(t) or spark_keeps(t)
 
     def parse(
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
-        if codec_for_key(file.key) is not None:
-            return ParsedFile(
-                None, "compressed by its key's extension (the Spark path reads the bytes as is)"
-            )
+        refused = self._refused(file)
+        return refused or self._read(pa.BufferReader(data), file, etag)
+
+    def streamed(self, file: FileRef, aws: AwsOptions) -> ParsedFile:
+        """A file the task could not fetch whole: read with ranged GETs past the in-memory bound."""
+        refused = self._refused(file)
+        if refused is not None:
+            return refused
         try:
-            parquet = pq.ParquetFile(pa.BufferReader(data))
+            obj = open_object(file, aws)
+            return self._read(whole_source(obj, None, IN_MEMORY_PARQUET_BYTES), file, obj.etag)
+        except ObjectReadError as exc:
+            return _failed(exc.reason)
+
+    @property
+    def first_line(self) -> int:
+        return 0  # a row index
+
+    def for_batch(
+        self, files: tuple[FileRef, ...], existing: pa.Schema | None, aws: AwsOptions
+    ) -> ParquetParser:
+        """The parser for a batch whose tasks could not agree (a new column typed two ways, a name spelt
+        two ways): every file's schema probed on the driver, unified in file order."""
+        with ThreadPoolExecutor(max_workers=_PROBES, thread_name_prefix="s3events-probe") as pool:
+            probed = list(pool.map(partial(_probe, aws=aws), files))
+        names = list(existing.names) if existing is not None else []
+        refused: dict[str, str] = {}
+        unified = pa.schema([])
+        for ref, schema in sorted(zip(files, probed, strict=True), key=lambda p: p[0].uri):
+            typed = self.types(schema) if schema is not None else None
+            if schema is None or typed is None or isinstance(typed, str):
+                continue  # no rows, or an error row: its parse says why
+            clash = case_clash.file_clash(schema.names, names)  # the first file's spelling is kept
+            if clash is not None:
+                refused[ref.uri] = clash
+                continue
+            try:
+                unified = pa.unify_schemas([unified, typed], promote_options="permissive")
+            except TYPE_ERRORS as exc:
+                refused[ref.uri] = f"a column's type does not unify with the batch's earlier files: {exc}"
+                continue
+            names += schema.names
+        new = [f for f in unified if f.name not in self.known.names and not pa.types.is_null(f.type)]
+        return ParquetParser(pa.schema([*self.known, *new]), self.batch_rows, refused)
+
+    def _refused(self, file: FileRef) -> ParsedFile | None:
+        if file.uri in self.refused:
+            return _failed(self.refused[file.uri])
+        codec = codec_for_key(file.key)
+        if codec is not None:
+            return _failed(f"not a readable Parquet file: its key says {codec} (Parquet compresses inside)")
+        return None
+
+    def _read(self, source: Any, file: FileRef, etag: str | None) -> ParsedFile:
+        try:
+            parquet = pq.ParquetFile(source)
             schema = parquet.schema_arrow
         except (pa.ArrowException, OSError) as exc:
-            return ParsedFile(None, f"not a readable Parquet file: {exc}")
-        typed = self._types(schema)
+            return _failed(f"not a readable Parquet file: {exc}")
+        typed = self.types(schema)
         if isinstance(typed, str):
-            return ParsedFile(None, typed)
+            return _failed(typed)
         if parquet.metadata.num_rows == 0:
-            return ParsedFile(None, "no rows")  # the Spark path takes no columns from a file without rows
+            return ParsedFile(_NO_COLUMNS.empty_table())  # no rows: no columns either
         return ParsedFile(None, parts=self._parts(parquet, typed, file, etag))
 
-    def _types(self, schema: pa.Schema) -> pa.Schema | str:
-        """The types the Spark path casts this file's columns to, or why it could give them otherwise."""
-        names = [n.lower() for n in schema.names]
-        if len(set(names)) < len(names):
-            return "column names that differ only in case"
-        clash = sorted({n for n in schema.names if n.lower() in {r.lower() for r in _RESERVED}})
-        if clash:
-            return f"lineage column name(s) {', '.join(clash)}"
-        table = {f.name.lower(): f for f in self.known}
+    def types(self, schema: pa.Schema, *, open_nulls: bool = True) -> pa.Schema | str:
+        """The types this file's columns are cast to, or why the file is an error row. `open_nulls`: an
+        all-null column the table lacks stays null (the table decides its type)."""
+        lineage = sorted(set(schema.names) & FIXED)
+        if lineage:
+            return f"the file already has lineage column(s) {', '.join(lineage)}"
+        clash = case_clash.file_clash(schema.names, [*FIXED, *self.known.names])
+        if clash is not None:
+            return clash
+        table = {f.name: f for f in self.known}
         fields = []
         for f in schema:
-            known = table.get(f.name.lower())
-            if known is not None and known.name != f.name:
-                return f"column {f.name} differs only in case from the table's {known.name}"
+            known = table.get(f.name)
             wanted = known.type if known is not None else spark_type(f.type)
+            if wanted is None and open_nulls and pa.types.is_null(f.type):
+                wanted = f.type
             if wanted is None:
                 return f"column {f.name}: Spark has no type for {f.type}"
             fields.append(pa.field(f.name, wanted))
@@ -124,8 +171,25 @@ class ParquetParser:
         try:
             for row, batch in parquet_batches(parquet, self.batch_rows):
                 yield typed_part(batch, typed, file, etag, row)
-        except CorruptParquetData as exc:
-            raise FileDeclined(str(exc)) from exc
+        except (CorruptParquetData, FileDeclined) as exc:
+            raise FileFailed(str(exc)) from exc
+        except ObjectReadError as exc:  # a ranged read: the object changed or went away
+            raise FileFailed(exc.reason) from exc
+
+
+def _failed(reason: str) -> ParsedFile:
+    return ParsedFile(None, reason, failed=True)
+
+
+def _probe(ref: FileRef, aws: AwsOptions) -> pa.Schema | None:
+    """The file's columns, from its footer (ranged GETs), or None: no rows, or not readable."""
+    if codec_for_key(ref.key) is not None:
+        return None
+    try:
+        parquet = pq.ParquetFile(whole_source(open_object(ref, aws), None, 0))
+        return parquet.schema_arrow if parquet.metadata.num_rows else None
+    except (ObjectReadError, pa.ArrowException, OSError):
+        return None
 
 
 def typed_part(
@@ -146,8 +210,8 @@ def typed_part(
 
 def batch_types(known: pa.Schema, schema: pa.Schema) -> pa.Schema | str:
     """The types the Spark path casts a file's columns to (the table's `known` ones, else Spark's for
-    the file's), or why it could give them otherwise; for every format read whole into columns."""
-    return ParquetParser(known)._types(schema)
+    the file's), or why it could give them otherwise; for the formats read whole into columns."""
+    return ParquetParser(known).types(schema, open_nulls=False)
 
 
 @lru_cache(
@@ -168,129 +232,3 @@ def spark_type(t: pa.DataType) -> pa.DataType | None:
 def spark_keeps(t: pa.DataType) -> bool:
     """Whether Spark gives a column of type `t` back unchanged."""
     return spark_type(t) == t
-
-
-# -- the Spark path: every file's schema first, then its rows ----------------------------------------
-
-
-def read_on_spark(
-    spark: SparkSession,
-    files: FilesFrame,
-    aws: AwsOptions,
-    existing: pa.Schema | None,
-    cached: list[DataFrame],
-    reader: WholeFileReader | None = None,
-) -> tuple[DataFrame, DataFrame]:
-    """(rows, error rows) of the batch's Parquet files through Spark (or another whole-file format's,
-    by its `reader`): each file's schema first (a task reads its first row), unified over the batch, then
-    every file read and cast to it."""
-    reader = reader or PARQUET
-    probed = files.map(
-        partial(_schema_partition, aws=aws, schema_of=reader.schema),
-        "uri string, etag string, schema binary, error string",
-    )
-    rows = collected(probed)
-    errors = [(r["uri"], r["etag"], r["error"]) for r in rows if r["error"] is not None]
-    schemas, known = [], list(existing.names) if existing is not None else []
-    for r in sorted((r for r in rows if r["schema"] is not None), key=lambda r: r["uri"]):
-        schema = pa.ipc.read_schema(pa.py_buffer(r["schema"]))
-        clash = case_clash.file_clash(schema.names, known)  # the first file's spelling is kept
-        if clash is not None:
-            errors.append((r["uri"], r["etag"], clash))
-            continue
-        schemas.append(schema)
-        known += schema.names
-    unified = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
-    data_schema = evolve(existing, from_arrow_schema(unified))
-    read_schema = pa.schema(
-        [
-            *[pa.field(n, LINE_SCHEMA.field(n).type) for n in LINEAGE],
-            *to_arrow_schema(data_schema, timezone="UTC"),
-            pa.field(_READ_ERROR, pa.string()),  # a file that broke after the probe: one row saying why
-        ]
-    )
-    probed_bad = frozenset(uri for uri, _, _ in errors)
-    read = files.map(
-        partial(_read_partition, aws=aws, schema=read_schema, probed_bad=probed_bad, rows_of=reader.rows),
-        from_arrow_schema(read_schema),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(read)  # read once: the rows and the broken files both come from it
-    broken = read.where(F.col(_READ_ERROR).isNotNull())
-    # All or nothing per file, as for text: a file with a corrupt later row group contributes no rows.
-    good = (
-        read.where(F.col(_READ_ERROR).isNull())
-        .join(F.broadcast(broken.select("_source_file").distinct()), "_source_file", "left_anti")
-        .drop(_READ_ERROR)
-    )
-    bad_schema = from_arrow_schema(pa.schema([f for f in ERROR_SCHEMA if f.name != INGESTED_AT]))
-    bad = spark.createDataFrame(
-        [(uri, etag, None, None, error, None) for uri, etag, error in errors], bad_schema
-    ).unionByName(
-        broken.select(
-            "_source_file",
-            "_source_etag",
-            F.lit(None).cast("long").alias("_source_line"),
-            F.lit(None).cast("string").alias("raw"),
-            F.col(_READ_ERROR).alias("error"),
-            "_event_time",
-        )
-    )
-    return good, bad
-
-
-def parquet_schema(ref: FileRef, aws: AwsOptions) -> pa.Schema | None:
-    """The columns of the file's first row (None without rows: such a file gives no columns)."""
-    first = next(read_parquet(ref, aws, batch_rows=1), None)
-    return first.schema if first is not None else None
-
-
-PARQUET = WholeFileReader(schema=parquet_schema, rows=read_parquet)
-
-
-def _schema_partition(
-    refs: Iterator[FileRef], *, aws: AwsOptions, schema_of: Schema
-) -> Iterator[pa.RecordBatch]:
-    out: list[dict[str, Any]] = []
-    for ref in refs:
-        try:
-            schema = schema_of(ref, aws)
-            payload = schema.serialize().to_pybytes() if schema is not None else None
-            out.append({"uri": ref.uri, "etag": ref.etag, "schema": payload, "error": None})
-        except ObjectReadError as exc:
-            out.append({"uri": ref.uri, "etag": ref.etag, "schema": None, "error": exc.reason})
-    yield pa.RecordBatch.from_pylist(
-        out,
-        schema=pa.schema(
-            [("uri", pa.string()), ("etag", pa.string()), ("schema", pa.binary()), ("error", pa.string())]
-        ),
-    )
-
-
-def _read_partition(
-    refs: Iterator[FileRef],
-    *,
-    aws: AwsOptions,
-    schema: pa.Schema,
-    probed_bad: frozenset[str],
-    rows_of: Rows,
-) -> Iterator[pa.RecordBatch]:
-    for ref in refs:
-        if ref.uri in probed_bad:
-            continue  # its error row comes from the probe
-        try:
-            for record_batch in rows_of(ref, aws):
-                columns = [
-                    record_batch.column(f.name).cast(f.type, safe=False)
-                    if f.name in record_batch.schema.names
-                    else pa.nulls(record_batch.num_rows, f.type)
-                    for f in schema
-                ]
-                yield pa.RecordBatch.from_arrays(columns, schema=schema)
-        except ObjectReadError as exc:  # after the probe read its first rows: a corrupt later row group
-            marker = {
-                "_source_file": ref.uri,
-                "_source_etag": ref.etag,
-                "_event_time": ref.event_time,
-                _READ_ERROR: exc.reason,
-            }
-            yield pa.RecordBatch.from_pylist([marker], schema=schema)

@@ -55,6 +55,15 @@ class TextParser:
     ) -> ParsedFile:
         return parse_text(data, file, etag)
 
+    @property
+    def first_line(self) -> int:
+        return 1
+
+    def for_batch(
+        self, files: tuple[FileRef, ...], existing: pa.Schema | None, aws: AwsOptions
+    ) -> TextParser:
+        return self  # every file is read alike: nothing to learn from the batch
+
     def streamed(self, file: FileRef, aws: AwsOptions) -> ParsedFile:
         errors: list[pa.Table] = []
         return ParsedFile(None, parts=_streamed_parts(file, aws, errors), errors=errors)

@@ -1,5 +1,5 @@
 """The fast path of formats read whole into columns besides Parquet (Avro, ORC, binary): the object's batches
-typed and cast exactly as the Spark path (`parquet_format.read_on_spark`) would, then written by the task
+typed and cast exactly as the Spark path (`whole_spark.read_on_spark`) would, then written by the task
 itself, without Spark's schema probe, read and write. A file the parser cannot give exactly so (not
 readable, corrupt in a later block or stripe, no rows, a type or name the Spark path treats otherwise)
 is declined and read by the Spark path, which records its error row.

@@ -1,5 +1,5 @@
-"""Formats read a whole object at a time into Arrow batches on the executors (Parquet, Avro, ORC, binary):
-what the Spark path (`parquet_format.read_on_spark`) needs of each, and the binary format's reader.
+"""Formats read a whole object at a time into Arrow batches on the executors (Avro, ORC, binary):
+what the Spark path (`whole_spark.read_on_spark`) needs of each, and the binary format's reader.
 
 Each reader is a pair of picklable functions: `schema(file, aws)`, the columns the object gives (probed
 first, cheaply, so the batch's schemas are unified before any rows are read), and `rows(file, aws)`, its
