@@ -13,6 +13,7 @@ Pure functions but `read_records`; nothing here imports pyspark.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
@@ -27,7 +28,7 @@ from s3events.ingest.files.objects import LINE_SCHEMA, ObjectReadError
 from s3events.ingest.model import FileRef
 
 Split = Callable[[bytes], Iterator[tuple[int, str]]]
-_WHITESPACE = " \t\r\n"
+_WHITESPACE = re.compile(r"[ \t\r\n]*")  # JSON's whitespace
 _BATCH_ROWS = 65536
 _DECODER = json.JSONDecoder(parse_float=str, parse_int=str)  # only boundaries matter: no number built
 
@@ -96,9 +97,7 @@ def json_records(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _skip(text: str, position: int) -> int:
-    while position < len(text) and text[position] in _WHITESPACE:
-        position += 1
-    return position
+    return _WHITESPACE.match(text, position).end()  # type: ignore[union-attr]  # `*` always matches
 
 
 def _value_end(text: str, position: int, what: str) -> int:
