@@ -83,7 +83,7 @@ def run_line_path(
     try:
         unkeyed = post_parse.key_failures(files, target.key_columns)
         if target.key_columns is not None:
-            good, bad = post_parse.with_key_rows(good, bad, files, target.key_columns, unkeyed)
+            good, bad = post_parse.with_key_rows(good, bad, target.key_columns, unkeyed)
         good = post_parse.finish_rows(
             good, ingested_at=ingested_at, existing=existing_schema, rescued=target.rescued_column
         )

@@ -12,15 +12,19 @@ receives, for both paths. Each rule is stated once here:
 - merge reduction: one row per record key, the largest ordering field (nulls lose), then the latest
   event, then the last file and line (`latest_rows` on Arrow tables, `latest_per_key` as Spark's window).
 
-The fast path's tasks hold Arrow tables, the line path's rows are still in Spark's JVM: each rule has
-its Arrow form (`finish`) and its Spark form (`finish_rows`) side by side here, and the property test
+The fast path's tasks hold Arrow tables, the line path's rows are still in Spark's JVM. The Arrow form
+is the one implementation where the line path can run it on its executors (a mapInArrow over its
+parsed rows): key columns (`with_key_rows`). The others keep a Spark form beside the Arrow one
+(`finish_rows` beside `finish`; docs/architecture.md says why), and the property test
 (`tests/integration/test_dispatch.py`) holds both paths' rows and error rows equal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -108,30 +112,37 @@ def key_failures(files: tuple[FileRef, ...], key_columns: KeyColumns | None) -> 
 def with_key_rows(
     good: DataFrame,
     bad: DataFrame,
-    files: tuple[FileRef, ...],
     key_columns: KeyColumns,
     failed: dict[str, str],
 ) -> tuple[DataFrame, DataFrame]:
-    """`with_key_columns` over Spark rows of many files: each file's one-row key table (computed here, as
-    a fast-path task computes it) joined to its rows. Files in `failed` keep no rows and no error rows
+    """`with_key_columns` (the fast path's rule) over the line path's rows: each file's rows in a
+    mapInArrow on the executors, nothing collected. Files in `failed` keep no rows and no error rows
     (their key's error row stands for them)."""
-    types = arrow_schema(good.schema)
-    record = {n: types.field(n).type for n in key_columns.names if n in types.names}
-    kept = [f for f in files if f.uri not in failed]
-    names = key_columns.names
-    schema = pa.schema([pa.field(n, record.get(n, key_columns.declared(n))) for n in names])
-    table = pa.concat_tables([key_columns.row(f.key, record) for f in kept] or [schema.empty_table()])
-    table = table.rename_columns([f"__key_{n}" for n in names])
-    table = table.add_column(0, "_source_file", pa.array([f.uri for f in kept], pa.string()))
-    keyed = good.join(F.broadcast(good.sparkSession.createDataFrame(table)), "_source_file")
-    own = [
-        F.coalesce(F.col(f"`{c}`"), F.col(f"`__key_{c}`")).alias(c) if c in record else F.col(f"`{c}`")
-        for c in good.columns
-    ]
-    added = [F.col(f"`__key_{n}`").alias(n) for n in names if n not in good.columns]
     if failed:
-        bad = bad.where(~F.col("_source_file").isin(list(failed)))
-    return keyed.select(*own, *added), bad
+        gone = F.col("_source_file").isin(list(failed))
+        good, bad = good.where(~gone), bad.where(~gone)
+    types = arrow_schema(good.schema)
+    fields = [  # a record field of a key column's name keeps its type (null: it has none yet)
+        pa.field(f.name, key_columns.declared(f.name))
+        if f.name in key_columns.names and pa.types.is_null(f.type)
+        else f
+        for f in types
+    ]
+    added = [pa.field(n, key_columns.declared(n)) for n in key_columns.names if n not in types.names]
+    schema = pa.schema([*fields, *added])
+    keyed = partial(_keyed_batches, key_columns=key_columns, schema=schema)
+    return good.mapInArrow(keyed, from_arrow_schema(schema)), bad
+
+
+def _keyed_batches(
+    batches: Iterator[pa.RecordBatch], *, key_columns: KeyColumns, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        files = table["_source_file"]
+        for uri in pc.unique(files).to_pylist():
+            rows = table.filter(pc.equal(files, uri))
+            yield from with_key_columns(rows, key_columns, object_key(uri)).cast(schema).to_batches()
 
 
 def key_error_rows(files: tuple[FileRef, ...], failed: dict[str, str], ingested_at: datetime) -> pa.Table:
