@@ -9,13 +9,15 @@ receives, for both paths. Each rule is stated once here:
 - schema alignment: the table's columns first, in its order (absent ones as typed nulls), then new ones;
 - error rows: ERROR_SCHEMA, with the batch's `_ingested_at`; a row without a line number is a whole-file
   problem, and such a file contributes no rows (all or nothing per file);
-- merge reduction: one row per record key, the largest ordering field (nulls lose), then the latest
-  event, then the last file and line (`latest_rows` on Arrow tables, `latest_per_key` as Spark's window).
+- merge reduction: one row per record key, the largest ordering field (nulls lose, NaN above every
+  number), then the latest event, then the last file and line (`latest_rows` on Arrow tables; the line
+  path's `latest_per_key` runs it per key partition, or Spark's window for keys Arrow cannot group).
 
 The fast path's tasks hold Arrow tables, the line path's rows are still in Spark's JVM. The Arrow form
 is the one implementation where the line path can run it on its executors (a mapInArrow over its
-parsed rows): key columns (`with_key_rows`). The others keep a Spark form beside the Arrow one
-(`finish_rows` beside `finish`; docs/architecture.md says why), and the property test
+parsed rows): key columns (`with_key_rows`) and merge reduction (`latest_per_key`, after a shuffle by
+key). The others keep a Spark form beside the Arrow one (`finish_rows` beside `finish`;
+docs/architecture.md says why), and the property test
 (`tests/integration/test_dispatch.py`) holds both paths' rows and error rows equal.
 """
 
@@ -200,6 +202,32 @@ def with_error_rows(out: ReadOutput, tables: list[pa.Table]) -> ReadOutput:
 
 
 def latest_per_key(rows: DataFrame, target: TargetSpec) -> DataFrame:
+    """One row per record key: `latest_rows.latest` (the fast path's rule) over the rows shuffled by key,
+    a mapInArrow on the executors; for keys or an ordering field Arrow cannot group or order as Spark
+    does (`latest_rows.reducible`: floating-point keys, nested types), its order as Spark's window."""
+    schema = arrow_schema(rows.schema)
+    if latest_rows.reducible(schema, target.record_key, target.ordering_field) is not None:
+        return _latest_by_window(rows, target)
+    reduce = partial(
+        _latest_partition, record_key=target.record_key, ordering_field=target.ordering_field, schema=schema
+    )
+    return rows.repartition(*[F.col(f"`{k}`") for k in target.record_key]).mapInArrow(reduce, rows.schema)
+
+
+def _latest_partition(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    record_key: tuple[str, ...],
+    ordering_field: str | None,
+    schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    received = [b for b in batches if b.num_rows]  # a key's rows are all in this partition
+    if received:
+        rows = pa.Table.from_batches(received).cast(schema)
+        yield from latest_rows.latest(rows, record_key, ordering_field).to_batches()
+
+
+def _latest_by_window(rows: DataFrame, target: TargetSpec) -> DataFrame:
     """`latest_rows.latest`'s order as Spark's window: one row per record key."""
     order = [F.col("_event_time").desc(), F.col("_source_file").desc(), F.col("_source_line").desc()]
     if target.ordering_field:
