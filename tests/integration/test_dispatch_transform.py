@@ -3,7 +3,8 @@ batches (`test_dispatch.json_files` / `csv_files`: types drifting between lines,
 parse, headers that differ between files) go through a SQL transform (a projection deriving columns, a
 filter) once with the fast path allowed (its parsed rows are `src` directly when it can read the whole
 batch, else the normal paths' scratch rows) and once with the line path alone: the same schema, rows,
-error rows and filtered count. The fast side alternates between the driver's route (a batch of up to
+error rows and filtered count; and no view of the transform's session holds the batch's rows after it.
+The fast side alternates between the driver's route (a batch of up to
 `driver.read.max.bytes`: src held and its transformed rows written by the driver) and the executors'."""
 
 from __future__ import annotations
@@ -46,15 +47,19 @@ def _transformed(
     spark: Any, batch: Batch, path: Path, options: aws.AwsOptions, fmt: str, *, fast: bool, in_driver: bool
 ) -> ReadOutput:
     extra = {"driver.read.max.bytes": str(1 << 40 if in_driver else 0)}
-    return run_transformed(
+    transform = Transform(spark, TransformSpec(KEY, (SQL,)))
+    out = run_transformed(
         spark,
         batch,
         _target(fmt, path, fast=fast, extra=extra),
-        Transform(spark, TransformSpec(KEY, (SQL,))),
+        transform,
         existing_schema=None,
         aws=options,
         ingested_at=INGESTED_AT,
     )
+    # the batch's rows do not stay in the driver JVM's heap until the next batch: no view holds them
+    assert not transform.session.catalog.tableExists("src")
+    return out
 
 
 def _both_paths(

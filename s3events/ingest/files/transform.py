@@ -145,6 +145,14 @@ class Transform:
         out = pa.concat_tables(outputs) if outputs else self._empty_output(rows.schema)
         return Transformed(out, sorted(failed.items()), filtered=rows_without_output(kept, out))
 
+    def release(self) -> None:
+        """Drop the session's temporary views (`src`, and those the SQL's statements made) once a batch is
+        done: a view over Arrow rows holds them in the driver JVM's heap until the next batch replaces
+        it (measured: 130 MB for a batch of 85 MB of Arrow, in every transformed target's session)."""
+        names = self._session._jsparkSession.sessionState().catalog().getTempViewNames()
+        for name in _items(names):
+            self._session.catalog.dropTempView(str(name))
+
     def _empty_output(self, schema: pa.Schema) -> pa.Table:
         return self.check(schema).empty_table()
 

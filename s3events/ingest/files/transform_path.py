@@ -74,6 +74,21 @@ def run_transformed(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> ReadOutput:
+    try:
+        return _run(spark, batch, target, transform, existing_schema, aws, ingested_at)
+    finally:
+        transform.release()  # the batch's rows leave the JVM's heap with its views
+
+
+def _run(
+    spark: SparkSession,
+    batch: Batch,
+    target: TargetSpec,
+    transform: Transform,
+    existing_schema: pa.Schema | None,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> ReadOutput:
     scratch = new_scratch(target.path)
     as_src = replace(target, path=scratch, mode="append", partition_by=(), record_key=(), ordering_field=None)
     size = sum(f.size or 0 for f in batch.files)
