@@ -10,7 +10,6 @@ from typing import Any
 
 import botocore.exceptions
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from s3events.errors import FatalError
@@ -19,10 +18,8 @@ from s3events.ingest.files.objects import (
     CHANGED,
     LINE_SCHEMA,
     NOT_FOUND,
-    ObjectReadError,
     fetch,
     read_lines,
-    read_parquet,
 )
 from s3events.ingest.model import FileRef
 
@@ -326,49 +323,3 @@ def test_invalid_credentials_fail_the_task_instead_of_one_object(s3, bucket, aws
         list(read_lines(file, aws_options))
 
 
-# --- Parquet ---------------------------------------------------------------------------------------
-
-
-def parquet_bytes(table: pa.Table, **kwargs: Any) -> bytes:
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, **kwargs)
-    return sink.getvalue().to_pybytes()
-
-
-@pytest.mark.parametrize("in_memory_bytes", [64 << 20, 0], ids=["one-get", "ranged-gets"])
-def test_parquet_batches_get_lineage_with_row_indexes(s3, bucket, aws_options, in_memory_bytes):
-    data = pa.table({"id": list(range(10)), "name": [f"n{i}" for i in range(10)]})
-    file = put(s3, bucket, "tables/part 0.parquet", parquet_bytes(data, row_group_size=4))
-    batches = list(read_parquet(file, aws_options, batch_rows=3, in_memory_bytes=in_memory_bytes))
-    table = pa.Table.from_batches(batches)
-    assert table.column_names == ["id", "name", "_source_file", "_source_etag", "_source_line", "_event_time"]
-    assert table["id"].to_pylist() == list(range(10))
-    assert table["_source_line"].to_pylist() == list(range(10))
-    assert set(table["_source_file"].to_pylist()) == {f"s3://{bucket}/tables/part 0.parquet"}
-    assert set(table["_source_etag"].to_pylist()) == {file.etag}
-    assert set(table["_event_time"].to_pylist()) == {EVENT_TIME}
-
-
-def test_parquet_deleted_before_ingest_raises_object_read_error(s3, bucket, aws_options):
-    file = put(s3, bucket, "gone.parquet", parquet_bytes(pa.table({"a": [1]})))
-    s3.delete_object(Bucket=bucket, Key="gone.parquet")
-    with pytest.raises(ObjectReadError) as caught:
-        list(read_parquet(file, aws_options))
-    assert caught.value.reason == NOT_FOUND
-    assert caught.value.file_uri == file.uri
-
-
-def test_parquet_overwritten_after_the_event_raises_object_read_error(s3, bucket, aws_options):
-    old = put(s3, bucket, "changed.parquet", parquet_bytes(pa.table({"a": [1]})))
-    put(s3, bucket, "changed.parquet", parquet_bytes(pa.table({"a": [2]})))
-    with pytest.raises(ObjectReadError) as caught:
-        list(read_parquet(old, aws_options))
-    assert caught.value.reason == CHANGED
-
-
-def test_corrupt_parquet_raises_object_read_error_and_yields_nothing(s3, bucket, aws_options):
-    file = put(s3, bucket, "corrupt.parquet", b"PAR1 this is not really parquet PAR1")
-    yielded = []
-    with pytest.raises(ObjectReadError, match="not a readable Parquet file"):
-        yielded.extend(read_parquet(file, aws_options))
-    assert yielded == []

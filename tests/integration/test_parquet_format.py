@@ -153,3 +153,50 @@ def test_a_merge_batch_ordered_by_a_double_keeps_the_row_spark_s_window_keeps(
 
     assert errors == [] and out.fast_path_files == 2
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "b1"), (2, "b2"), (3, "b3")]
+
+
+# -- an object read straight from S3 (`ParquetParser.streamed`: one GET, or ranged GETs past the bound) --
+
+
+def _put(s3: Any, key: str, body: bytes) -> FileRef:
+    etag = s3.put_object(Bucket=_bucket(s3), Key=key, Body=body)["ETag"].strip('"')
+    return FileRef(_bucket(s3), key, etag, None, len(body), INGESTED_AT, key, "created", 1)
+
+
+def _streamed(ref: FileRef, aws_options: aws.AwsOptions) -> tuple[pa.Table | None, str | None]:
+    parsed = parquet_format.ParquetParser(pa.schema([]), batch_rows=3).streamed(ref, aws_options)
+    if parsed.parts is None:
+        assert parsed.failed and parsed.table is None
+        return None, parsed.reason
+    return pa.concat_tables(list(parsed.parts)), None
+
+
+@pytest.mark.parametrize("in_memory_bytes", [64 << 20, 0], ids=["one-get", "ranged-gets"])
+def test_a_streamed_parquet_object_gets_lineage_with_row_indexes(
+    s3, aws_options, tmp_path, monkeypatch, in_memory_bytes
+):
+    monkeypatch.setattr(parquet_format, "IN_MEMORY_PARQUET_BYTES", in_memory_bytes)
+    data = pa.table({"id": list(range(10)), "name": [f"n{i}" for i in range(10)]})
+    ref = _put(s3, f"streamed/{tmp_path.name}/part 0.parquet", _parquet(data, row_group_size=4))
+
+    table, _ = _streamed(ref, aws_options)
+
+    assert table is not None
+    assert table.column_names == ["_source_file", "_source_etag", "_source_line", "_event_time", "id", "name"]
+    assert table["id"].to_pylist() == table["_source_line"].to_pylist() == list(range(10))
+    assert set(table["_source_file"].to_pylist()) == {ref.uri}
+    assert set(table["_source_etag"].to_pylist()) == {ref.etag}
+    assert set(table["_event_time"].to_pylist()) == {INGESTED_AT}
+
+
+def test_a_streamed_parquet_object_gone_changed_or_corrupt_is_one_error_row(s3, aws_options, tmp_path):
+    gone = _put(s3, f"streamed/{tmp_path.name}/gone.parquet", _parquet(pa.table({"a": [1]})))
+    s3.delete_object(Bucket=gone.bucket, Key=gone.key)
+    changed = _put(s3, f"streamed/{tmp_path.name}/changed.parquet", _parquet(pa.table({"a": [1]})))
+    _put(s3, changed.key, _parquet(pa.table({"a": [2]})))
+    corrupt = _put(s3, f"streamed/{tmp_path.name}/corrupt.parquet", b"PAR1 this is not really parquet PAR1")
+
+    assert _streamed(gone, aws_options) == (None, objects.NOT_FOUND)
+    assert _streamed(changed, aws_options) == (None, objects.CHANGED)
+    table, why = _streamed(corrupt, aws_options)
+    assert table is None and why is not None and why.startswith("not a readable Parquet file")

@@ -46,7 +46,7 @@ def test_row_groups_stream_in_parts_with_the_row_index_as_source_line():
     assert [t.num_rows for t in got] == [3, 3, 3, 1]
     whole = pa.concat_tables(got)
     assert whole.column_names == ["_source_file", "_source_etag", "_source_line", "_event_time", "id", "name"]
-    assert whole["_source_line"].to_pylist() == list(range(10))  # 0-based, as objects.read_parquet
+    assert whole["_source_line"].to_pylist() == list(range(10))  # the 0-based row index
     assert set(whole["_source_etag"].to_pylist()) == {"etag-1"}
     assert whole["id"].to_pylist() == list(range(10))
 

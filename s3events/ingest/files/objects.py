@@ -8,9 +8,9 @@ instead of silently feeding us other bytes. A connection that breaks mid-object 
 `Range` request under the same `IfMatch`, so the bytes before and after the break belong to one version.
 
 Per-object conditions (deleted, overwritten, access denied, archived, transient errors that outlived the
-retries) are data, not crashes: `read_lines` turns them into one error row, `read_parquet` raises
-ObjectReadError; the caller routes them. Only conditions that no object can get past (no credentials,
-an invalid key) raise FatalError.
+retries) are data, not crashes: `read_lines` turns them into one error row, `open_object` and the
+whole-file readers raise ObjectReadError; the caller routes them. Only conditions that no object can
+get past (no credentials, an invalid key) raise FatalError.
 """
 
 from __future__ import annotations
@@ -223,45 +223,6 @@ def read_lines(
                 yield _line_batch(file, etag, first, values, errors)
     except (ObjectReadError, CorruptData) as exc:
         yield _error_batch(file, etag, exc.reason)
-    finally:
-        obj.close()
-
-
-def read_parquet(
-    file: FileRef,
-    options: AwsOptions,
-    *,
-    batch_rows: int = 65536,
-    in_memory_bytes: int = IN_MEMORY_PARQUET_BYTES,
-    attempts: int = 5,
-) -> Iterator[pa.RecordBatch]:
-    """The Parquet object's batches with lineage columns appended (`_source_line` = 0-based row index).
-
-    Raises ObjectReadError (404, 412, not Parquet, ...). Objects up to `in_memory_bytes` are fetched in
-    one GET; larger ones are read with ranged GETs (footer, then column chunks), all under `IfMatch`.
-    A corrupt row group found after earlier batches were yielded also raises ObjectReadError.
-    """
-    obj = open_object(file, options, attempts=attempts)
-    try:
-        if obj.size <= in_memory_bytes:
-            source: Any = pa.BufferReader(obj.read())
-        else:
-            obj.close()  # ranged reads from here on
-            source = pa.PythonFile(_RangedFile(obj), mode="r")
-        try:
-            parquet = pq.ParquetFile(source)
-        except (pa.ArrowException, OSError) as exc:
-            raise ObjectReadError(file.uri, f"not a readable Parquet file: {exc}") from exc
-        clash = sorted(set(parquet.schema_arrow.names) & {f.name for f in LINEAGE_FIELDS})
-        if clash:
-            raise ObjectReadError(file.uri, f"the file already has lineage column(s) {', '.join(clash)}")
-        try:
-            for row, batch in parquet_batches(parquet, batch_rows):
-                lineage = lineage_columns(file, obj.etag, row, batch.num_rows)
-                schema = pa.schema([*batch.schema, *LINEAGE_FIELDS])
-                yield pa.RecordBatch.from_arrays([*batch.columns, *lineage], schema=schema)
-        except CorruptParquetData as exc:
-            raise ObjectReadError(file.uri, str(exc)) from exc
     finally:
         obj.close()
 

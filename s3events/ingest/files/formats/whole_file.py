@@ -34,7 +34,7 @@ class WholeFileReader:
 
 
 def with_lineage(batch: pa.RecordBatch, file: FileRef, etag: str | None, first_row: int) -> pa.RecordBatch:
-    """`batch` with the lineage columns appended (after its own, as `objects.read_parquet` gives them)."""
+    """`batch` with the lineage columns appended (after its own: `whole_spark` selects them by name)."""
     clash = sorted(set(batch.schema.names) & {f.name for f in LINEAGE_FIELDS})
     if clash:
         raise ObjectReadError(file.uri, f"the file already has lineage column(s) {', '.join(clash)}")
