@@ -43,6 +43,7 @@ from s3events.ingest.files.formats.base import (
     known_columns,
     line_count,
     spark_like,
+    text,
     valid_utf8,
 )
 from s3events.ingest.files.formats.json_typing import (
@@ -66,6 +67,9 @@ from s3events.ingest.files.lineage import LINEAGE_FIELDS, lineage_columns
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
+# A line that is null (or not JSON) takes the line path: pyarrow 26's JSON reader crashes the process
+# (a segmentation fault) on a null value that starts a block.
+_NULL_LINE = r"(?:^|\n)[ \t\r]*n"
 _BLOCK_BYTES = 1 << 20  # pyarrow parses blocks in parallel; a longer line is retried as one block
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGIT_RUN = b"0" * 19  # 19 digits can exceed 64 bits
@@ -162,6 +166,8 @@ def parse_json_lines(
         return ParsedFile(None, "not valid UTF-8")
     if has_blank_lines(body):
         return ParsedFile(None, "has blank lines")
+    if pc.match_substring_regex(text(body), _NULL_LINE)[0].as_py():
+        return ParsedFile(None, "a line starts with n: null, or not JSON")
     decimals = decimal_strings(body, known)
     if decimals is not None:
         return ParsedFile(None, decimals)

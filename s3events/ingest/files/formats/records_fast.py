@@ -1,6 +1,7 @@
 """The fast path of formats whose records span lines and are typed by from_json on the line path: XML
-(`xml_format.records`) and multi-line JSON (`records.json_records`). The task cuts an object into
-records as the line path does and hands them, one JSON object a line, to the JSON fast path's parser
+(`xml_format.records`) and multi-line JSON (`records.json_records`; a top-level array by numpy in
+`json_elements` where that cuts the same). The task cuts an object into records as the line path does
+and hands them, one JSON object a line, to the JSON fast path's parser
 (`json_format.parse_json_lines`), whose exactness checks against from_json apply unchanged. No JVM pass
 over the records, no schema-inference job.
 
@@ -20,7 +21,7 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from s3events.ingest.files.formats import json_format, records, xml_format
+from s3events.ingest.files.formats import json_elements, json_format, records, xml_format
 from s3events.ingest.files.formats.base import ParsedFile, known_columns
 from s3events.ingest.files.formats.json_format import JsonParser, fast_path_supports
 from s3events.ingest.files.lineage import LINEAGE
@@ -32,13 +33,13 @@ _LINE = LINEAGE.index("_source_line")
 _END = "\x00"  # no JSON record holds it raw (not in a string, nor outside one): records' separator
 _FOLD = bytes.maketrans(b"\r\n\x00", b"  \n")
 
-Lines = Callable[[bytes], Iterator[str]]  # an object's bytes -> its records, each one JSON value
+Text = Callable[[bytes], bytes]  # an object's bytes -> its records one a line (CorruptData if it cannot)
 
 
 @dataclass(frozen=True, slots=True)
 class RecordsParser:
     json: JsonParser
-    lines: Lines
+    text: Text
 
     @property
     def known(self) -> pa.Schema:
@@ -59,7 +60,7 @@ class RecordsParser:
         self, data: bytes, file: FileRef, etag: str | None, hints: dict[str, pa.DataType]
     ) -> ParsedFile:
         try:
-            text = _one_a_line(self.lines(data))
+            text = self.text(data)
         except CorruptData as exc:
             return ParsedFile(None, exc.reason)
         parsed = self.json.parse(text, file, etag, hints)
@@ -70,14 +71,14 @@ class RecordsParser:
 
 
 def records_parser(
-    target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None, lines: Lines
+    target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None, text: Text
 ) -> RecordsParser | None:
     """None when the target's reader options hold one besides those that cut records (the JSON parser
     takes none) or its columns have types the JSON parser does not reproduce."""
     known = known_columns(declared, existing)
     if records.line_options(target.format, target.reader_options) or not fast_path_supports(known):
         return None
-    return RecordsParser(JsonParser(known, declared is not None), lines)
+    return RecordsParser(JsonParser(known, declared is not None), text)
 
 
 def json_fast_parser(
@@ -86,7 +87,7 @@ def json_fast_parser(
     """JSON's fast parser: of JSON lines, or of a document or top-level array (`multiLine=true`)."""
     if not records.multi_line(target.reader_options):
         return json_format.fast_parser(target, declared=declared, existing=existing)
-    return records_parser(target, declared, existing, _json_lines)
+    return records_parser(target, declared, existing, _json_text)
 
 
 def _one_a_line(records: Iterator[str]) -> bytes:
@@ -95,10 +96,14 @@ def _one_a_line(records: Iterator[str]) -> bytes:
     return _END.join(records).encode().translate(_FOLD)
 
 
-def _json_lines(data: bytes) -> Iterator[str]:
+def _json_text(data: bytes) -> bytes:
+    """A top-level array's elements by `json_elements` (numpy), else as the line path cuts them."""
+    text = json_elements.one_a_line(data)
+    if text is not None:
+        return text
     split = records.splitter("json", {"multiLine": "true"})
     assert split is not None
-    return (record for _, record in split(data))
+    return _one_a_line(record for _, record in split(data))
 
 
 def xml_fast_parser(
@@ -106,8 +111,8 @@ def xml_fast_parser(
 ) -> RecordsParser | None:
     """XML's fast parser: `xml_format.records` gives each record as one line of JSON already."""
     options = xml_format.XmlOptions.of(target.reader_options)
-    return records_parser(target, declared, existing, partial(_xml_lines, options=options))
+    return records_parser(target, declared, existing, partial(_xml_text, options=options))
 
 
-def _xml_lines(data: bytes, *, options: xml_format.XmlOptions) -> Iterator[str]:
-    return (record for _, record in xml_format.records(data, options=options))
+def _xml_text(data: bytes, *, options: xml_format.XmlOptions) -> bytes:
+    return _one_a_line(record for _, record in xml_format.records(data, options=options))
