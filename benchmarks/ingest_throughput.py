@@ -16,10 +16,11 @@ json) chooses the files and the target's format; every contender reads that form
 baseline B with spark.read.json / csv (header, inferSchema) / text / parquet). CSV files have a header
 and the columns id, user, amount, ok, country, note (no timestamp column: the CSV fast path leaves
 columns Spark would infer as dates or timestamps to the line path); text files are log lines; Parquet
-files hold the JSON data's rows (the Parquet fast path reads them row group by row group; "line path"
-is its Spark path, `parquet.fast.path=false`). Avro (deflate), ORC and XML (`<row>` elements, rowTag=row)
-files hold the JSON data's rows. A binary object stands for a scanned document, an image or a PDF:
-bytes that do not compress, one row per object, sizes cycling over 1/4, 1/2, 1 and 9/4 of
+files hold the JSON data's rows, read row group by row group. Text and Parquet have one path (the fast
+path's task; `<format>.fast.path` has no effect), so they have no line-path contender. Avro (deflate),
+ORC and XML (`<row>` elements, rowTag=row) files hold the JSON data's rows. A binary object stands for a
+scanned document, an image or a PDF: bytes that do not compress, one row per object, sizes cycling over
+1/4, 1/2, 1 and 9/4 of
 `--lines` x `--line-bytes` (a folder of documents differs in size; `--files 100 --lines 10000
 --line-bytes 100` is 100 objects of 250 KB to 2.25 MB, 100 MB in all: what a document pipeline lands
 in one batch, and enough bytes that the per-batch cost does not hide the per-object one). These four
@@ -117,6 +118,7 @@ BUCKET = "bench-ingest"
 TARGET = "bench"
 FORMATS = ("json", "csv", "text", "parquet", "avro", "orc", "xml", "binary")
 ONE_PATH = {"avro", "orc", "xml", "binary"}  # no line-path contender and no baseline B (+ --multi-line's)
+NO_LINE_PATH = {"text", "parquet"}  # one path in s3events: no line-path contender (B stays)
 A_READER: dict[str, str] = {}  # format -> baseline A's reader when not the format's own (--multi-line)
 
 
@@ -131,6 +133,8 @@ def labels_for(fmt: str, mode: str = "append") -> dict[str, str]:
     }
     if fmt in ONE_PATH:
         del labels["B"], labels["lines"]
+    elif fmt in NO_LINE_PATH:
+        del labels["lines"]
     if mode == "merge" and "B" in labels:  # B has no merge: it is left out
         del labels["B"]
         labels["A"] = f"A: boto3 + {READERS[fmt]} + DeltaTable.merge"
@@ -511,7 +515,7 @@ def seed_targets(
         spark,
         lines,
     )
-    if not args.no_line_path:
+    if not (args.no_line_path or args.format in NO_LINE_PATH):
         line_path = f"s3events.ingest.target.{TARGET}.{args.format}.fast.path=false"
         settings = ingest_settings(
             endpoint_url, metadata, str(work / "seed-lines"), 1, line_path, *in_mode, fmt=args.format
@@ -637,7 +641,7 @@ def main() -> int:
                 "target mode: merge (record.key=id; every id is new: A's MERGE inserts every row, ours "
                 "appends them, its fresh target holding no key; merge_scope.holds_none_of)"
             )
-        no_line_path = args.no_line_path or fmt in ONE_PATH
+        no_line_path = args.no_line_path or fmt in ONE_PATH or fmt in NO_LINE_PATH
         labels = {
             k: v
             for k, v in labels_for(fmt, mode).items()
