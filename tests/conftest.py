@@ -19,6 +19,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -375,3 +376,26 @@ def spark() -> Iterator[Any]:
         session = get_spark(master="local[2]", app_name="s3events-tests", conf=conf)
     yield session
     session.stop()
+
+
+# SQL settings for a test whose cost is many tiny queries (delta-spark plans a data-skipping query for
+# each filter it is given): Spark compiles classes for each query's plan and expressions (Janino), which
+# takes longer than evaluating the few rows the query reads. Interpreted evaluation gives the same results
+# (Spark's own tests run both ways); production sessions keep code generation.
+INTERPRETED_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+@contextmanager
+def session_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[Any]:
+    """The session with `conf` set for the block; each key as it was afterwards."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield spark
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
