@@ -19,16 +19,15 @@ standard library's C parser; defusedxml's pure-Python one, about half as fast, p
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 from xml.etree import ElementTree
-from xml.etree.ElementTree import Element, ParseError
+from xml.etree.ElementTree import ParseError
 
 import defusedxml
 import defusedxml.ElementTree as safe_xml
@@ -68,7 +67,7 @@ def records(data: bytes, *, options: XmlOptions) -> Iterator[tuple[int, str]]:
     An element that is a struct (or repeated) in one record is one in every record of the file, as
     Spark's inference merges them: a lone `<title>Emma</title>` beside `<title lang="en">` becomes
     {"_VALUE": "Emma"}, a single `<tag>` beside repeated ones an array of one."""
-    rows = list(_rows(data, options))
+    rows = _rows(data, options)
     structs: set[Path] = set()
     arrays: set[Path] = set()
     for row in rows:
@@ -108,37 +107,65 @@ def _item(value: Any, path: Path, structs: set[Path], arrays: set[Path], value_t
     return value
 
 
-def _rows(data: bytes, options: XmlOptions) -> Iterator[dict[str, Any]]:
-    depth, inside = 0, 0
-    is_row: dict[Any, bool] = {}  # tag -> whether its local name is rowTag (a file has few tags)
+def _rows(data: bytes, options: XmlOptions) -> list[dict[str, Any]]:
+    """The records, built from the parser's calls to `_Rows` (no element tree: cheaper than iterparse)."""
+    builder = _Rows(options)
     try:
-        for event, element in _events(data):
-            depth += 1 if event == "start" else -1
-            tag = element.tag
-            row = is_row.get(tag)
-            if row is None:
-                row = is_row[tag] = _local(tag) == options.row_tag
-            if not row:
-                continue
-            if event == "start":
-                inside = inside or depth
-            elif depth + 1 == inside:
-                yield _record(element, options)
-                inside = 0
-                element.clear()  # its rows are out: keep memory to one record
+        if _without_dtd(data):
+            parser: Any = ElementTree.XMLParser(target=builder)
+        else:
+            parser = safe_xml.DefusedXMLParser(target=builder, forbid_dtd=False, forbid_entities=True)
+        parser.feed(data)
+        parser.close()
     except defusedxml.DefusedXmlException as exc:
         raise CorruptData(f"XML refused, entity expansion is off: {exc}") from exc
     except ParseError as exc:
         raise CorruptData(f"not well-formed XML: {exc}") from exc
+    return builder.rows
 
 
-def _events(data: bytes) -> Iterator[tuple[str, Any]]:
-    """The start and end events of the document's elements; by defusedxml's parser where a DTD may be."""
-    if _without_dtd(data):
-        return ElementTree.iterparse(io.BytesIO(data), events=("start", "end"))
-    return safe_xml.iterparse(
-        io.BytesIO(data), events=("start", "end"), forbid_dtd=False, forbid_entities=True
-    )
+class _Rows:
+    """The parser's target: builds each record from the parser's calls (no element tree, no events),
+    by the rules `_record` states; an element outside any record is passed over."""
+
+    def __init__(self, options: XmlOptions) -> None:
+        self.options = options
+        self.rows: list[dict[str, Any]] = []
+        self._open: list[_Element] = []  # the record's elements now open, its root first
+        self._is_row: dict[str, bool] = {}  # tag -> whether its local name is rowTag (few tags a file)
+
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        if not self._open:
+            row = self._is_row.get(tag)
+            if row is None:
+                row = self._is_row[tag] = _local(tag) == self.options.row_tag
+            if not row:
+                return
+        self._open.append(_Element(tag, attrib))
+
+    def data(self, text: str) -> None:
+        if self._open:
+            self._open[-1].text.append(text)
+
+    def end(self, tag: str) -> None:
+        if not self._open:
+            return
+        element = self._open.pop()
+        if self._open:
+            self._open[-1].children.append(element)
+        else:
+            self.rows.append(_record(element, self.options))
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass(slots=True)
+class _Element:
+    tag: str
+    attrib: dict[str, str]
+    text: list[str] = field(default_factory=list)  # its own text, around its children
+    children: list[_Element] = field(default_factory=list)
 
 
 def _without_dtd(data: bytes) -> bool:
@@ -154,15 +181,15 @@ def _local(tag: Any) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
 
-def _record(element: Element, options: XmlOptions) -> dict[str, Any]:
+def _record(element: _Element, options: XmlOptions) -> dict[str, Any]:
+    """Attributes as prefixed fields, child elements by local name (a repeated one an array), the
+    element's own text as `valueTag` when it holds any."""
     out: dict[str, Any] = {
         options.attribute_prefix + _local(name): _typed(value, options)
         for name, value in element.attrib.items()
     }
     arrays: set[str] = set()
-    for child in element:
-        if not isinstance(child.tag, str):
-            continue  # a comment or processing instruction
+    for child in element.children:
         name, value = _local(child.tag), _value(child, options)
         if name not in out:
             out[name] = value
@@ -171,16 +198,16 @@ def _record(element: Element, options: XmlOptions) -> dict[str, Any]:
         else:  # a repeated element: an array
             out[name] = [out[name], value]
             arrays.add(name)
-    text = (element.text or "") + "".join(child.tail or "" for child in element)
+    text = "".join(element.text)
     if text.strip():
         out[options.value_tag] = _typed(text, options)
     return out
 
 
-def _value(element: Element, options: XmlOptions) -> Any:
-    if element.attrib or (len(element) and any(isinstance(c.tag, str) for c in element)):
+def _value(element: _Element, options: XmlOptions) -> Any:
+    if element.attrib or element.children:
         return _record(element, options)
-    text = element.text or ""
+    text = "".join(element.text)
     return _typed(text, options) if text.strip() else None
 
 
