@@ -235,8 +235,10 @@ def test_a_bootstrap_killed_at_any_point_resumes_exactly_once(
 @pytest.mark.process
 @pytest.mark.timeout(1200)
 def test_rebuild_replaces_a_target_from_the_snapshot_and_asks_for_confirmation_first(
-    make_stack, s3, tmp_path
+    make_stack, s3, spark, tmp_path
 ):
+    """The rebuild through the real CLI (its exit codes, one JVM of its own); the table it replaces is
+    ingested in the test process, on the worker's Spark session."""
     stack = make_stack()
     keys = [f"in/{i}.json" for i in range(3)]
     for i, key in enumerate(keys):
@@ -250,8 +252,8 @@ def test_rebuild_replaces_a_target_from_the_snapshot_and_asks_for_confirmation_f
         for kv in stack.conf(ingest__targets="keep_t", **targets_conf(tmp_path, "keep_t")["keep_t"])
         for arg in ("--conf", kv)
     ]
-    first = run_cli(["ingest", "--once", *conf], env=spark_env(), timeout=900)
-    assert first.returncode == 0, first.stderr
+    settings = settings_for(stack, targets_conf(tmp_path, "keep_t"))
+    assert not run_ingest(settings, once=True, spark=spark).failed
     before = lines(target)
     Path(target, "stray.txt").write_text("a file of the old table's directory")
 
