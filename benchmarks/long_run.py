@@ -6,9 +6,12 @@
     .venv/bin/python benchmarks/long_run.py --s3 gofakes3 --commits 20000 --variants off,on \
         --off-commits 2000 --off-minutes 12 --minutes 70
 
-What a quiet queue makes capture do for weeks: one `MetadataTable.commit` per cycle of 1-10 events
-(the project's own MERGE: insert-if-absent on event_id within the 15-day dedupe window, re-creation
-refresh), about 3% of them redeliveries of events already captured. Every `--ingest-every` commits an
+What a quiet queue makes capture do for weeks: one `MetadataTable.commit` per cycle of 1-10 events,
+about 3% of them redeliveries of events already captured. The table is opened as capture opens it, the
+window's event ids in memory: a cycle of new events is an append, a cycle holding a redelivery the
+project's own MERGE (insert-if-absent on event_id within the 15-day dedupe window, re-creation refresh).
+`--merge-every-commit` makes every commit that MERGE (`s3events.metadata.dedupe.ids.in.memory=false`),
+whose cost follows the rows of the window. Every `--ingest-every` commits an
 ingest step follows: a fresh `MetadataFeed` reads the change feed after the target's checkpoint, `plan`
 makes the batch, one small Parquet file of its entries is written and `TargetTable.commit_append` commits
 it with the checkpoint (ingest's per-batch Delta work, without Spark reading the objects).
@@ -229,7 +232,12 @@ def run_variant(name: str, store: Store, args: argparse.Namespace) -> Variant:
     marks = sorted(m for m in args.marks if m <= commits) or [commits]
     metadata_path, target_path = store.path(name, "metadata"), store.path(name, "target")
     storage, options, counter = store.storage, store.options, store.counter
-    metadata = MetadataTable(metadata_path, storage_options=storage, dedupe_window=WINDOW)
+    # As capture opens it: with the window's ids in memory (the default of
+    # s3events.metadata.dedupe.ids.in.memory), a batch of new events is appended and only a batch holding a
+    # known id is MERGEd; --merge-every-commit measures the setting's `false`.
+    metadata = MetadataTable(
+        metadata_path, storage_options=storage, dedupe_window=WINDOW, known_ids=not args.merge_every_commit
+    )
     ingest = Ingest(metadata_path, target_path, storage, options)
     workload = Workload(args.seed)
     clock = SimulatedClock()
@@ -318,6 +326,12 @@ def main() -> int:
         "--off-minutes", type=float, default=0.0, help="the same for each variant without maintenance"
     )
     parser.add_argument(
+        "--merge-every-commit",
+        action="store_true",
+        help="capture as with s3events.metadata.dedupe.ids.in.memory=false: every commit a MERGE over the "
+        "dedupe window (default: the ids in memory, new events appended)",
+    )
+    parser.add_argument(
         "--count-requests",
         action="store_true",
         help="moto: count each capture commit's S3 requests and LISTed keys through a proxy",
@@ -371,7 +385,9 @@ def main() -> int:
                 "seconds_per_commit": args.seconds_per_commit,
             }
             params |= {"ingest_every": args.ingest_every, "block": args.block}
-            case = f"{variant.name}, {m.commits} commits"
+            params |= {"ids_in_memory": not args.merge_every_commit}
+            mode = ", every commit a MERGE" if args.merge_every_commit else ""
+            case = f"{variant.name}{mode}, {m.commits} commits"
             if variant.stopped_early and m is last:
                 params["planned_commits"] = args.commits if variant.name.endswith("on") else args.off_commits
                 case += " (where the time budget ran out)"
