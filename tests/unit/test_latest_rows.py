@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import struct
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -66,12 +67,12 @@ def test_reducing_parts_then_the_whole_keeps_what_reducing_the_whole_keeps():
     assert kept(latest(pa.concat_tables(parts), ["id"], "seq")) == kept(latest(table, ["id"], "seq"))
 
 
-def test_keys_and_ordering_fields_arrow_cannot_order_or_group_as_spark_does_are_refused():
+def test_nested_keys_and_ordering_fields_arrow_cannot_order_or_group_as_spark_does_are_refused():
     schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("s", pa.struct([("x", pa.int8())]))])
     assert reducible(schema, ["id"], None) is None
     assert reducible(schema, ["id"], "f") is None  # ordered as Spark orders doubles: `latest`
     assert reducible(schema, ["id"], "s") == "the ordering field s is of type struct<x: int8>"
-    assert reducible(schema, ["f"], None) == "the record key f is of type double"
+    assert reducible(schema, ["f"], None) is None  # grouped as Spark groups doubles: `_grouping_keys`
     assert reducible(schema, ["s"], None) is not None
     assert reducible(schema, ["nope"], None) == "the record key nope is in no row"
 
@@ -80,8 +81,21 @@ def test_a_part_the_rule_cannot_reduce_goes_back_whole_for_the_driver_to_decide(
     table = rows((1, 1, 5, "s3://b/a", 1), (1, 2, 5, "s3://b/a", 2))
     assert latest_if_reducible(table, ["id"], "seq").num_rows == 1
     assert latest_if_reducible(table, ["missing"], "seq").num_rows == 2  # not an error in a task
-    doubles = table.set_column(0, "id", table["id"].cast(pa.float64()))
-    assert latest_if_reducible(doubles, ["id"], "seq").num_rows == 2
+    nested = table.set_column(0, "id", pa.array([{"x": 1}, {"x": 1}]))
+    assert latest_if_reducible(nested, ["id"], "seq").num_rows == 2
+
+
+def test_a_double_record_key_groups_as_spark_does_every_nan_one_key_and_minus_zero_equal_to_zero():
+    # Spark's window over (k, seq): [(nan, 1), (-0.0, 2), (0.0, 3), (nan', 4), (1.0, 5)] keeps seq 3, 4, 5
+    other_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    keys = [float("nan"), -0.0, 0.0, other_nan, 1.0]
+    table = rows(*[(i + 1, i + 1, 1, "s3://b/a", i + 1) for i in range(5)])
+    table = table.set_column(0, "id", pa.array(keys, pa.float64()))
+    kept_seq = sorted(latest(table, ["id"], "seq")["seq"].to_pylist())
+    assert kept_seq == [3, 4, 5]
+    assert not keys_distinct(table, ["id"])
+    assert keys_distinct(table.slice(2, 3), ["id"])  # 0.0, NaN, 1.0
+    assert not keys_distinct(table.slice(1, 2), ["id"])  # -0.0 and 0.0: one key
 
 
 def test_rows_whose_keys_are_all_distinct_are_all_kept_and_two_null_keys_are_one_key():

@@ -37,11 +37,12 @@ def reducible(schema: pa.Schema, record_key: Sequence[str], ordering_field: str 
 
 
 def _groups_as_spark_does(kind: pa.DataType) -> bool:
-    # Not floating point: Spark makes one key of NaNs and of 0.0 and -0.0; Arrow's hashing may not.
+    # Floating point groups by `_grouping_keys`' normalized copy. Nested values do not hash in Arrow.
     return any(
         check(kind)
         for check in (
             pa.types.is_integer,
+            pa.types.is_floating,
             pa.types.is_string,
             pa.types.is_large_string,
             pa.types.is_boolean,
@@ -67,9 +68,27 @@ def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | Non
             order.insert(0, (_NAN, "descending"))
     ranked = table.take(pc.sort_indices(keys, sort_keys=order))  # nulls last: the default placement
     ranked = ranked.append_column(_INDEX, pa.array(range(ranked.num_rows), pa.int64()))
-    firsts = ranked.group_by(list(record_key), use_threads=False).aggregate([(_INDEX, "min")])
+    grouped, names = _grouping_keys(ranked, record_key)
+    firsts = grouped.group_by(names, use_threads=False).aggregate([(_INDEX, "min")])
     keep = pc.sort_indices(firsts[f"{_INDEX}_min"])
     return ranked.take(pc.take(firsts[f"{_INDEX}_min"], keep)).drop_columns([_INDEX])
+
+
+def _grouping_keys(table: pa.Table, record_key: Sequence[str]) -> tuple[pa.Table, list[str]]:
+    """`table` with the record key as Spark groups it, and the names to group by. Spark's window makes one
+    key of every NaN and of 0.0 and -0.0 (its NormalizeFloatingNumbers), while Arrow hashes their bits:
+    a floating-point key is grouped by a normalized copy, and the row keeps its own value."""
+    names = []
+    for i, name in enumerate(record_key):
+        column = table[name]
+        if not pa.types.is_floating(column.type):
+            names.append(name)
+            continue
+        nan, zero = pa.scalar(float("nan"), column.type), pa.scalar(0.0, column.type)
+        normal = pc.if_else(pc.is_nan(column), nan, pc.if_else(pc.equal(column, zero), zero, column))
+        names.append(f"__s3events_key{i}")
+        table = table.append_column(names[-1], normal)
+    return table, names
 
 
 def keys_distinct(table: pa.Table, record_key: Sequence[str]) -> bool:
@@ -78,8 +97,10 @@ def keys_distinct(table: pa.Table, record_key: Sequence[str]) -> bool:
         column = table[record_key[0]]
         if _increasing_runs_apart(column):  # new ids, each file's in order: no hash table
             return True
-        return bool(pc.count_distinct(column, mode="all").as_py() == table.num_rows)
-    return bool(table.group_by(list(record_key), use_threads=False).aggregate([]).num_rows == table.num_rows)
+    grouped, names = _grouping_keys(table, record_key)
+    if len(names) == 1:
+        return bool(pc.count_distinct(grouped[names[0]], mode="all").as_py() == table.num_rows)
+    return bool(grouped.group_by(names, use_threads=False).aggregate([]).num_rows == table.num_rows)
 
 
 def _increasing_runs_apart(column: pa.ChunkedArray) -> bool:
