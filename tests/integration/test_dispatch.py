@@ -10,6 +10,7 @@ import contextlib
 import gzip
 import itertools
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 from s3events.config import load_settings
 from s3events.infra import aws
 from s3events.ingest.files.dispatch import run_batch
+from s3events.ingest.files.lineage import INGESTED_AT as INGESTED_AT_COLUMN
+from s3events.ingest.files.lineage import LINEAGE_FIELDS, TIMESTAMP
 from s3events.ingest.files.merge_input import conform
 from s3events.ingest.files.post_parse import ReadOutput
 from s3events.ingest.model import Batch, Checkpoint, FileRef
@@ -75,20 +78,23 @@ _CSV_FIELD = st.one_of(
 )
 
 
+def _csv_line(draw: st.DrawFn, header: list[str], kind: str) -> str:
+    if kind == "blank":
+        return draw(st.sampled_from(["", "  "]))
+    if kind == "header":
+        return ",".join(header)
+    n = max(len(header) + {"row": 0, "short": -1, "long": 1}[kind], 1)
+    return ",".join(draw(st.lists(_CSV_FIELD, min_size=n, max_size=n)))
+
+
+def _csv_lines(draw: st.DrawFn, header: list[str]) -> list[str]:
+    kinds = st.sampled_from(["row", "row", "row", "row", "blank", "header", "short", "long"])
+    return [",".join(header), *(_csv_line(draw, header, draw(kinds)) for _ in range(draw(st.integers(0, 6))))]
+
+
 @st.composite
 def _csv_file(draw: st.DrawFn, header: list[str]) -> str:
-    width = len(header)
-    lines = [",".join(header)]
-    for _ in range(draw(st.integers(0, 6))):
-        kind = draw(st.sampled_from(["row", "row", "row", "row", "blank", "header", "short", "long"]))
-        if kind == "blank":
-            lines.append(draw(st.sampled_from(["", "  "])))
-        elif kind == "header":
-            lines.append(",".join(header))
-        else:
-            n = width + {"row": 0, "short": -1, "long": 1}[kind]
-            lines.append(",".join(draw(st.lists(_CSV_FIELD, min_size=max(n, 1), max_size=max(n, 1)))))
-    return "\n".join(lines) + draw(st.sampled_from(["\n", "", "\r\n"]))
+    return "\n".join(_csv_lines(draw, header)) + draw(st.sampled_from(["\n", "", "\r\n"]))
 
 
 @st.composite
@@ -113,6 +119,105 @@ def csv_files(draw: st.DrawFn) -> list[bytes]:
 def _encode(draw: st.DrawFn, text: str) -> bytes:
     data = text.encode()
     return draw(st.sampled_from([data, b"\xef\xbb\xbf" + data, data.replace(b"\n", b"\r\n")]))
+
+
+# -- batches of clean and dirty files --------------------------------------------------------------------
+# In a file drawn above nearly every line is one the fast path must decline (a bad line, a type drifting
+# within a file), and a declined file in a first CSV batch sends the whole batch to the line path: such
+# batches compare the line path with itself. A batch below holds clean files (each column one kind of
+# value in every file, so the fast path must read them) among dirty ones (each holding a line the fast
+# path must decline), as a table's first batch or against a table holding the columns; the tests check
+# that the clean files were read on the fast path, so that each example compares the two paths.
+
+
+@dataclass(frozen=True)
+class DrawnBatch:
+    bodies: list[bytes]
+    clean: int  # how many of `bodies` the fast path must read
+    existing: pa.Schema | None  # the table's schema; None: the table's first batch
+
+
+def _table(columns: list[pa.Field]) -> pa.Schema:
+    return pa.schema([*LINEAGE_FIELDS, *columns, pa.field(INGESTED_AT_COLUMN, TIMESTAMP)])
+
+
+_JSON_KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]] = {
+    "integer": (pa.int64(), st.integers(-(2**40), 2**40) | st.sampled_from([0, -1, 2**63 - 1])),
+    "double": (pa.float64(), st.floats(-(2.0**40), 2.0**40, width=32)),  # `1.0`: a double, as JSON writes it
+    "boolean": (pa.bool_(), st.booleans()),
+    "string": (pa.string(), _TEXT | st.sampled_from(["2026-11-22", "2026-11-22T10:00:00Z", "12", "NaN"])),
+    "array": (pa.list_(pa.int64()), st.lists(st.integers(-9, 9), min_size=1, max_size=2)),
+    "object": (
+        pa.struct([("id", pa.int64()), ("name", pa.string())]),
+        st.fixed_dictionaries({"id": st.integers(0, 9), "name": _TEXT}),
+    ),
+}
+# Lines the fast path must decline wherever they stand.
+_BAD_JSON_LINE = st.sampled_from(['{"id": ', "not json", "[1, 2]", '{"id": 1} {"id": 2}', '"text"'])
+
+
+@st.composite
+def json_batches(draw: st.DrawFn) -> DrawnBatch:
+    """Clean files among dirty ones against a table holding every column; otherwise (a first batch, or
+    a table holding some) all clean or all dirty (test_json_new_column_..._declined_files: xfail)."""
+    kinds = {name: draw(st.sampled_from(sorted(_JSON_KINDS))) for name in ["id", "name", "amount", "note"]}
+    held = (
+        draw(st.lists(st.sampled_from(sorted(kinds)), unique=True, max_size=4))
+        if draw(st.booleans())
+        else None
+    )
+    values = {n: st.none() | _JSON_KINDS[k][1] for n, k in kinds.items()}
+    clean_line = st.fixed_dictionaries({}, optional=values).map(lambda d: json.dumps(d, ensure_ascii=False))
+    mixed = held is not None and len(held) == len(kinds)
+    all_clean = draw(st.sampled_from([True, True, False]))
+    bodies, clean = [], 0
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.sampled_from([True, True, False])) if mixed else all_clean:
+            lines, clean = draw(st.lists(clean_line, min_size=1, max_size=6)), clean + 1
+        else:
+            lines = draw(st.lists(_JSON_LINE, max_size=6))
+            lines.insert(draw(st.integers(0, len(lines))), draw(_BAD_JSON_LINE))
+        bodies.append(_encode(draw, "\n".join(lines) + "\n"))
+    existing = None if held is None else _table([pa.field(n, _JSON_KINDS[kinds[n]][0]) for n in held])
+    return DrawnBatch(bodies, clean, existing)
+
+
+def _csv_text(t: str) -> str:
+    plain = "a" + t.replace('"', "").replace("\\", "")  # a plain string: Spark's inference says string
+    return f'"{plain}"' if "," in plain else plain
+
+
+_CSV_KINDS: dict[str, tuple[pa.DataType, st.SearchStrategy[str]]] = {
+    "integer": (pa.int32(), st.integers(-(2**31), 2**31 - 1).map(str) | st.sampled_from(["+1", "007", "-0"])),
+    "bigint": (pa.int64(), st.integers(2**31, 2**62).map(str)),
+    "double": (
+        pa.float64(),
+        st.tuples(st.integers(-999, 999), st.integers(0, 99)).map("{0[0]}.{0[1]}".format),
+    ),
+    "boolean": (pa.bool_(), st.sampled_from(["true", "false", "TRUE", "False"])),
+    "string": (pa.string(), _TEXT.map(_csv_text)),
+}
+
+
+@st.composite
+def csv_batches(draw: st.DrawFn) -> DrawnBatch:
+    """One header for every file (files whose headers differ take the line path whole)."""
+    kinds = {name: draw(st.sampled_from(sorted(_CSV_KINDS))) for name in ["id", "name", "amount"]}
+    header = draw(st.sampled_from([["id", "name"], ["id", "name", "amount"], ["name", "id"]]))
+    row = st.tuples(*(st.just("") | _CSV_KINDS[kinds[n]][1] for n in header)).map(",".join)
+    bodies, clean = [], 0
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.sampled_from([True, True, False])):
+            lines, clean = [",".join(header), *draw(st.lists(row, min_size=1, max_size=6))], clean + 1
+        else:  # a line the fast path must decline: the header again, too few or too many fields
+            lines = _csv_lines(draw, header)
+            bad = draw(st.sampled_from(["header", "short", "long"]))
+            lines.insert(draw(st.integers(1, len(lines))), _csv_line(draw, header, bad))
+        bodies.append(_encode(draw, "\n".join(lines) + draw(st.sampled_from(["\n", ""]))))
+    existing = (
+        _table([pa.field(n, _CSV_KINDS[k][0]) for n, k in kinds.items()]) if draw(st.booleans()) else None
+    )
+    return DrawnBatch(bodies, clean, existing)
 
 
 # -- one batch, read both ways ----------------------------------------------------------------------------
@@ -170,6 +275,7 @@ def _both_paths(
     *,
     folders: list[str] | None = None,
     extra: dict[str, str] | None = None,
+    existing: pa.Schema | None = None,
 ) -> ReadOutput:
     """Compares the two paths' outputs; returns the fast one's (`fast_path_files`: what it read)."""
     run, bucket = next(_RUNS), _bucket(s3)
@@ -183,7 +289,7 @@ def _both_paths(
                 spark,
                 batch,
                 _target(fmt, path, fast=fast, extra=extra),
-                existing_schema=None,
+                existing_schema=existing,
                 aws=aws_options,
                 ingested_at=INGESTED_AT,
             ),
@@ -210,17 +316,29 @@ _SETTINGS = settings(
 
 
 @_SETTINGS
-@given(bodies=json_files())
-def test_json_files_give_the_same_rows_and_error_rows_on_either_path(
-    s3, aws_options, spark, tmp_path, bodies
-):
-    _both_paths(spark, s3, aws_options, tmp_path, "json", bodies)
+@given(drawn=json_batches())
+def test_json_files_give_the_same_rows_and_error_rows_on_either_path(s3, aws_options, spark, tmp_path, drawn):
+    fast = _both_paths(spark, s3, aws_options, tmp_path, "json", drawn.bodies, existing=drawn.existing)
+    assert fast.fast_path_files == drawn.clean  # each line names its fields: a JSON batch splits
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a new column's type from the fast files (STRING for one null in every fast file) is fixed "
+    "before the line path reads the declined files, whose values the line path alone would also type "
+    "(here BIGINT): dispatch hands the fast files' schema to the line path as the table's",
+)
+def test_json_new_column_is_typed_from_the_fast_and_the_declined_files(s3, aws_options, spark, tmp_path):
+    _both_paths(spark, s3, aws_options, tmp_path, "json", [b'{"id": null}\n', b'{"id": 1}\nnot json\n'])
 
 
 @_SETTINGS
-@given(bodies=csv_files())
-def test_csv_files_give_the_same_rows_and_error_rows_on_either_path(s3, aws_options, spark, tmp_path, bodies):
-    _both_paths(spark, s3, aws_options, tmp_path, "csv", bodies)
+@given(drawn=csv_batches())
+def test_csv_files_give_the_same_rows_and_error_rows_on_either_path(s3, aws_options, spark, tmp_path, drawn):
+    fast = _both_paths(spark, s3, aws_options, tmp_path, "csv", drawn.bodies, existing=drawn.existing)
+    # A first batch's columns are typed from every file: one declined file sends them all to the line path.
+    splits = drawn.existing is not None or drawn.clean == len(drawn.bodies)
+    assert fast.fast_path_files == (drawn.clean if splits else 0)
 
 
 _CASED_LINE = st.one_of(
