@@ -58,3 +58,17 @@ def test_only_ascii_based_documents_without_a_doctype_take_the_c_parser() -> Non
     assert xml_format._without_dtd(b'\xef\xbb\xbf<?xml version="1.0" encoding="utf-8"?><r/>')
     assert not xml_format._without_dtd(b'<?xml version="1.0" encoding="latin-1"?><r/>')
     assert not xml_format._without_dtd(b"<!DOCTYPE r><r/>")
+
+
+@pytest.mark.parametrize("prolog", ["", '<?xml version="1.0"?><!DOCTYPE rows>'])
+def test_a_record_nested_past_the_depth_limit_is_corrupt_data_not_a_stack_overflow(prolog: str) -> None:
+    # 50,000 levels exhausted Python's stack while the record was built: the batch failed at every retry
+    options = xml_format.XmlOptions(row_tag="r")
+    for depth in (xml_format.MAX_DEPTH, 50_000):
+        nested = b"<n>" * depth + b"x" + b"</n>" * depth
+        with pytest.raises(CorruptData, match="nested deeper than 256 elements"):
+            list(
+                xml_format.records(prolog.encode() + b"<rows><r>" + nested + b"</r></rows>", options=options)
+            )
+    fits = b"<n>" * (xml_format.MAX_DEPTH - 1) + b"x" + b"</n>" * (xml_format.MAX_DEPTH - 1)
+    assert len(list(xml_format.records(b"<rows><r>" + fits + b"</r></rows>", options=options))) == 1

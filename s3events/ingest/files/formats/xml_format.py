@@ -41,6 +41,9 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _NUMBER_STARTS = frozenset("+-.0123456789")
 _DECLARED = re.compile(rb"<\?xml[^>]*?encoding\s*=\s*[\"']([^\"']*)")  # an XML declaration's encoding
 _ASCII_BASED = {b"utf-8", b"utf8", b"us-ascii", b"ascii"}  # "<!DOCTYPE" is these bytes in them
+# Elements open at once inside a record: a record is built (and later read) recursively, and a deeper one
+# would exhaust Python's stack in the task and fail its batch at every retry.
+MAX_DEPTH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,8 @@ class _Rows:
                 row = self._is_row[tag] = _local(tag) == self.options.row_tag
             if not row:
                 return
+        elif len(self._open) >= MAX_DEPTH:
+            raise CorruptData(f"XML record nested deeper than {MAX_DEPTH} elements")
         self._open.append(_Element(tag, attrib))
 
     def data(self, text: str) -> None:
