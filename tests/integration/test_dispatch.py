@@ -158,21 +158,21 @@ _BAD_JSON_LINE = st.sampled_from(['{"id": ', "not json", "[1, 2]", '{"id": 1} {"
 
 @st.composite
 def json_batches(draw: st.DrawFn) -> DrawnBatch:
-    """Clean files among dirty ones against a table holding every column; otherwise (a first batch, or
-    a table holding some) all clean or all dirty (test_json_new_column_..._declined_files: xfail)."""
+    """One dirty file among clean ones against a table holding every column; otherwise (a first batch,
+    or a table holding some) all clean or all dirty (test_json_new_column_..._declined_files: xfail)."""
     kinds = {name: draw(st.sampled_from(sorted(_JSON_KINDS))) for name in ["id", "name", "amount", "note"]}
-    held = (
-        draw(st.lists(st.sampled_from(sorted(kinds)), unique=True, max_size=4))
-        if draw(st.booleans())
-        else None
-    )
+    table = draw(st.sampled_from(["every column", "first batch", "some columns"]))
+    held = sorted(kinds) if table == "every column" else None
+    if table == "some columns":
+        held = draw(st.lists(st.sampled_from(sorted(kinds)), unique=True, max_size=3))
     values = {n: st.none() | _JSON_KINDS[k][1] for n, k in kinds.items()}
     clean_line = st.fixed_dictionaries({}, optional=values).map(lambda d: json.dumps(d, ensure_ascii=False))
-    mixed = held is not None and len(held) == len(kinds)
-    all_clean = draw(st.sampled_from([True, True, False]))
+    mixed = table == "every column"
+    count, all_clean = draw(st.integers(1, 3)), draw(st.sampled_from([True, True, False]))
+    dirty = draw(st.integers(0, count - 1)) if mixed and count > 1 else None  # one among clean files
     bodies, clean = [], 0
-    for _ in range(draw(st.integers(1, 3))):
-        if draw(st.sampled_from([True, True, False])) if mixed else all_clean:
+    for i in range(count):
+        if i != dirty if dirty is not None else all_clean:
             lines, clean = draw(st.lists(clean_line, min_size=1, max_size=6)), clean + 1
         else:
             lines = draw(st.lists(_JSON_LINE, max_size=6))
@@ -214,8 +214,9 @@ def csv_batches(draw: st.DrawFn) -> DrawnBatch:
             bad = draw(st.sampled_from(["header", "short", "long"]))
             lines.insert(draw(st.integers(1, len(lines))), _csv_line(draw, header, bad))
         bodies.append(_encode(draw, "\n".join(lines) + draw(st.sampled_from(["\n", ""]))))
+    table = draw(st.sampled_from(["every column", "first batch"]))
     existing = (
-        _table([pa.field(n, _CSV_KINDS[k][0]) for n, k in kinds.items()]) if draw(st.booleans()) else None
+        _table([pa.field(n, _CSV_KINDS[k][0]) for n, k in kinds.items()]) if table != "first batch" else None
     )
     return DrawnBatch(bodies, clean, existing)
 
