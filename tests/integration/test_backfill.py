@@ -86,8 +86,12 @@ def table_version(stack: Stack) -> int:
 
 
 def recorded_pass(stack: Stack) -> int | None:
+    """The pass recorded in the metadata table; None also before the table's first commit is in place (a
+    process creating it makes the directory first)."""
     from deltalake import DeltaTable
 
+    if not Path(stack.metadata_path, "_delta_log", "00000000000000000000.json").exists():
+        return None
     return DeltaTable(stack.metadata_path).transaction_version(APP_ID)
 
 
