@@ -27,7 +27,7 @@ from s3events.ingest.files.dispatch import run_batch
 from s3events.ingest.files.lineage import INGESTED_AT as INGESTED_AT_COLUMN
 from s3events.ingest.files.lineage import LINEAGE_FIELDS, TIMESTAMP
 from s3events.ingest.files.merge_input import conform
-from s3events.ingest.files.post_parse import ReadOutput
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.model import Batch, Checkpoint, FileRef
 from s3events.ingest.target import TargetSpec, target_specs
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from s3events.infra import aws
-from s3events.ingest.files.post_parse import ReadOutput
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.files.transform import Transform, TransformSpec
 from s3events.ingest.files.transform_path import run_transformed
 from s3events.ingest.model import Batch, Checkpoint

@@ -18,7 +18,7 @@ from s3events.ingest.files import objects
 from s3events.ingest.files.dispatch import run_batch
 from s3events.ingest.files.formats import parquet_format
 from s3events.ingest.files.lineage import LINEAGE_FIELDS
-from s3events.ingest.files.post_parse import ReadOutput
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.model import Batch, Checkpoint, FileRef
 from tests.integration.test_dispatch import INGESTED_AT, _bucket, _errors, _rows, _target
 

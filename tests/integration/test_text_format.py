@@ -14,7 +14,7 @@ import pytest
 from s3events.infra import aws
 from s3events.ingest.files import objects
 from s3events.ingest.files.dispatch import run_batch
-from s3events.ingest.files.post_parse import ReadOutput
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.model import Batch, Checkpoint, FileRef
 from tests.integration.test_dispatch import INGESTED_AT, _bucket, _errors, _rows, _target
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from s3events.ingest.files.formats.json_format import RAW_CONTROL_IN_STRING
+from s3events.ingest.files.formats.json_lines import RAW_CONTROL_IN_STRING
 
 PATTERN = re.compile(RAW_CONTROL_IN_STRING)
 

@@ -34,7 +34,8 @@ from s3events.ingest.files.formats import (
 from s3events.ingest.files.formats.base import FileParser, SinglePathParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import run_line_path
-from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
+from s3events.ingest.files.post_parse import ERROR_SCHEMA
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.files.schema_contract import NewFieldRefused, new_fields, refused
 from s3events.ingest.model import Batch, FileRef
 from s3events.ingest.target import TargetSpec

@@ -126,26 +126,64 @@ def fast_task(
                 held = take_parts(ref, parsed.parts, pending, held, out, flush, finish, remove, errors)
                 errors.extend(parsed.errors)
                 continue
-            errors.extend(parsed.errors)
-            if parsed.failed:
-                errors.append(file_error(ref, fetched.etag or ref.etag, parsed.reason or "unreadable"))
+            table = _whole_file(ref, fetched, parsed, finish, out, errors)
+            if table is None:
                 continue
-            if parsed.table is None:
-                out.append({"event_id": ref.event_id, "reason": parsed.reason})
-                continue
-            table = finish(parsed.table, ref.uri)
             pending.append((ref, table))
-            held += table.nbytes
-            if held >= _FLUSH_BYTES:
-                out.extend(flush(pending))
-                pending.clear()
-                held = 0
+            held = _flushed_at_bound(pending, held + table.nbytes, out, flush)
     out.extend(flush(pending))
+    return _result(out, headers, dropped, errors, ingested_at, len(refs))
+
+
+def _flushed_at_bound(
+    pending: list[tuple[FileRef, pa.Table]],
+    held: int,
+    out: list[dict[str, object]],
+    flush: Callable[[list[tuple[FileRef, pa.Table]]], list[dict[str, object]]],
+) -> int:
+    """The bytes the task holds: `held`, or 0 once they reach the flush bound and `pending` is written."""
+    if held < _FLUSH_BYTES:
+        return held
+    out.extend(flush(pending))
+    pending.clear()
+    return 0
+
+
+def _whole_file(
+    ref: FileRef,
+    fetched: Fetched,
+    parsed: ParsedFile,
+    finish: Callable[[pa.Table, str], pa.Table],
+    out: list[dict[str, object]],
+    errors: list[pa.Table],
+) -> pa.Table | None:
+    """A file parsed whole, finished for writing; or None, its error row in `errors` (a single-path
+    format's failed file) or its declined row in `out`."""
+    errors.extend(parsed.errors)
+    if parsed.failed:
+        errors.append(file_error(ref, fetched.etag or ref.etag, parsed.reason or "unreadable"))
+        return None
+    if parsed.table is None:
+        out.append({"event_id": ref.event_id, "reason": parsed.reason})
+        return None
+    return finish(parsed.table, ref.uri)
+
+
+def _result(
+    out: list[dict[str, object]],
+    headers: set[str],
+    dropped: set[str],
+    errors: list[pa.Table],
+    ingested_at: datetime,
+    files: int,
+) -> pa.RecordBatch:
+    """The task's result rows: written and declined files, then headers, dropped fields, error rows and
+    the count of files it was given."""
     out.extend({"header": header} for header in sorted(headers))
     out.extend({"dropped": name} for name in sorted(dropped))
     if errors:
         out.append({"errors": _ipc(_stamped(pa.concat_tables(errors), ingested_at))})
-    out.append({"files": len(refs)})
+    out.append({"files": files})
     return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
 
 

@@ -35,7 +35,7 @@ from s3events.ingest.files import post_parse
 from s3events.ingest.files.formats import (
     avro_format,
     csv_lines,
-    json_format,
+    json_lines,
     orc_format,
     records,
 )
@@ -46,7 +46,7 @@ from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.lineage import LINEAGE
 from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.files.objects import LINE_SCHEMA, read_lines
-from s3events.ingest.files.post_parse import ReadOutput
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.files.schema_contract import apply_contract
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
@@ -54,9 +54,9 @@ from s3events.ingest.target import TargetSpec
 _TARGET_FILE_BYTES = 256 << 20  # aim for output files of about this size
 _MIN_SHARED_BYTES = 32 << 20  # below this per core, one task writes (no tiny files for small batches)
 _LINE_PARSERS = {
-    "json": json_format.parse_lines,
+    "json": json_lines.parse_lines,
     "csv": csv_lines.parse_lines,
-    "xml": json_format.parse_lines,  # its records come as JSON objects (formats/xml_format.py)
+    "xml": json_lines.parse_lines,  # its records come as JSON objects (formats/xml_format.py)
 }
 
 

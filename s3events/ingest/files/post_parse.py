@@ -24,7 +24,6 @@ docs/architecture.md says why), and the property test
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
@@ -35,34 +34,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.window import Window
 
-from s3events.infra.parquet_files import WrittenFile
 from s3events.ingest.error_table import ERROR_SCHEMA
 from s3events.ingest.files import latest_rows, rescue
 from s3events.ingest.files.key_columns import KeyColumns, object_key, with_key_columns
 from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.lineage import INGESTED_AT, TIMESTAMP, event_time
 from s3events.ingest.files.merge_input import MergeInput, conform
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
-__all__ = ["ERROR_SCHEMA", "ReadOutput", "both_paths_latest", "error_rows", "finish", "finish_rows"]
-
-
-@dataclass
-class ReadOutput:
-    """What reading one batch gives its target."""
-
-    schema: pa.Schema  # the target's full schema after this batch (data + lineage + partition columns)
-    errors: pa.Table  # ERROR_SCHEMA rows
-    rows: int = 0
-    files: list[WrittenFile] = field(default_factory=list)  # append mode: data files the executors wrote
-    merge: MergeInput | None = None  # merge mode: the batch's latest row per record key
-    failed_files: dict[str, str] = field(default_factory=dict)  # whole-file problems: uri -> reason
-    fast_path_files: int = 0  # input files the fast path read (the others took the line path)
-    filtered: int = 0  # input rows the target's transform removed (a WHERE): counted, not errors
-    transform: str | None = None  # the identity of the transform's SQL (`TransformSpec.identity`)
-    ignored_fields: tuple[str, ...] = ()  # new fields schema.evolution=ignore dropped
-    rescued: int = 0  # rows with data in the rescued column (`rescue.rescued_rows`)
+__all__ = ["ERROR_SCHEMA", "both_paths_latest", "error_rows", "finish", "finish_rows"]
 
 
 # -- Arrow: one file's rows in a fast-path task ----------------------------------------------------------

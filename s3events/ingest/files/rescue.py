@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from s3events.ingest.files.post_parse import ReadOutput
+    from s3events.ingest.files.read_output import ReadOutput
 
 RESCUE_MODES = ("add", "rescue")  # modes whose rescued column (when set) also takes misfit values
 CORRUPT = "_corrupt_record"  # a line Python's strict JSON cannot read: kept whole under this key

@@ -45,7 +45,8 @@ from s3events.ingest.files.fast_path import reads_in_driver
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import staged_rows, write_rows
 from s3events.ingest.files.merge_input import MergeInput
-from s3events.ingest.files.post_parse import ERROR_SCHEMA, ReadOutput
+from s3events.ingest.files.post_parse import ERROR_SCHEMA
+from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.files.scratch import new_scratch
 from s3events.ingest.files.transform import (
     Transform,

@@ -42,30 +42,7 @@ def read_on_spark(
     """(rows, error rows) of the batch's files through Spark, by the format's `reader`: each file's
     schema first (a task reads its first rows), unified over the batch, then every file read and cast
     to it."""
-    probed = files.map(
-        partial(_schema_partition, aws=aws, schema_of=reader.schema),
-        "uri string, etag string, schema binary, error string",
-    )
-    rows = collected(probed)
-    errors = [(r["uri"], r["etag"], r["error"]) for r in rows if r["error"] is not None]
-    schemas, known = [], list(existing.names) if existing is not None else []
-    for r in sorted((r for r in rows if r["schema"] is not None), key=lambda r: r["uri"]):
-        schema = pa.ipc.read_schema(pa.py_buffer(r["schema"]))
-        clash = case_clash.file_clash(schema.names, known)  # the first file's spelling is kept
-        if clash is not None:
-            errors.append((r["uri"], r["etag"], clash))
-            continue
-        schemas.append(schema)
-        known += schema.names
-    unified = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
-    data_schema = evolve(existing, from_arrow_schema(unified))
-    read_schema = pa.schema(
-        [
-            *[pa.field(n, LINE_SCHEMA.field(n).type) for n in LINEAGE],
-            *to_arrow_schema(data_schema, timezone="UTC"),
-            pa.field(_READ_ERROR, pa.string()),  # a file that broke after the probe: one row saying why
-        ]
-    )
+    read_schema, errors = _batch_schema(files, aws, existing, reader)
     probed_bad = frozenset(uri for uri, _, _ in errors)
     read = files.map(
         partial(_read_partition, aws=aws, schema=read_schema, probed_bad=probed_bad, rows_of=reader.rows),
@@ -93,6 +70,39 @@ def read_on_spark(
         )
     )
     return good, bad
+
+
+def _batch_schema(
+    files: FilesFrame, aws: AwsOptions, existing: pa.Schema | None, reader: WholeFileReader
+) -> tuple[pa.Schema, list[tuple[str, str | None, str]]]:
+    """The schema every file is read with (lineage, the table's and the files' unified columns, the
+    read-error marker), and (uri, etag, why) of the files the probe could not read or whose names
+    clash in case with an earlier file's (in key order) or the table's."""
+    probed = files.map(
+        partial(_schema_partition, aws=aws, schema_of=reader.schema),
+        "uri string, etag string, schema binary, error string",
+    )
+    rows = collected(probed)
+    errors = [(r["uri"], r["etag"], r["error"]) for r in rows if r["error"] is not None]
+    schemas, known = [], list(existing.names) if existing is not None else []
+    for r in sorted((r for r in rows if r["schema"] is not None), key=lambda r: r["uri"]):
+        schema = pa.ipc.read_schema(pa.py_buffer(r["schema"]))
+        clash = case_clash.file_clash(schema.names, known)  # the first file's spelling is kept
+        if clash is not None:
+            errors.append((r["uri"], r["etag"], clash))
+            continue
+        schemas.append(schema)
+        known += schema.names
+    unified = pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
+    data_schema = evolve(existing, from_arrow_schema(unified))
+    read_schema = pa.schema(
+        [
+            *[pa.field(n, LINE_SCHEMA.field(n).type) for n in LINEAGE],
+            *to_arrow_schema(data_schema, timezone="UTC"),
+            pa.field(_READ_ERROR, pa.string()),  # a file that broke after the probe: one row saying why
+        ]
+    )
+    return read_schema, errors
 
 
 def _schema_partition(

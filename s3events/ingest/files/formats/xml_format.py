@@ -1,5 +1,5 @@
 """XML objects: one record per `rowTag` element, shaped as Spark 4's XML source shapes it, then parsed as
-JSON by the line path (`records` cuts the object; `json_format.parse_lines` types the records, so schema
+JSON by the line path (`records` cuts the object; `json_lines.parse_lines` types the records, so schema
 inference, evolution and error rows are JSON's).
 
 Spark's shape: an attribute is a field named `attributePrefix` + name (`_id`), an element's text beside
