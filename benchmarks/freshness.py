@@ -41,8 +41,9 @@ its PUT is answered: the S3 event JSON S3 sends (`ObjectCreated:Put`, the PUT's 
 sequencer). The time S3 itself takes to deliver a notification (typically under a second) is not in
 these figures.
 
-`--s3 gofakes3` puts the landing bucket in gofakes3 (benchmarks/harness/gofakes3.py, built with `go
-install` on first use) instead of moto; it notifies no one, so it goes with `--sqs elasticmq`.
+`--s3 gofakes3` puts the landing bucket in gofakes3 (benchmarks/harness/gofakes3.py, our LIST over its
+memory backend, built with `go build` on first use) instead of moto; it notifies no one, so it goes
+with `--sqs elasticmq`.
 
 For sustained rates each phase also prints, from the first PUT until every file is in the target: the
 CPU cores used by capture (its process), ingest (its process with the Spark JVM and Python workers), the

@@ -32,9 +32,9 @@ with `--count-requests` the tables' S3 requests go through a counting proxy and 
 median S3 requests and LISTed keys per capture commit, and S3 requests per ingest step: the work a real
 S3 does for them, which moto's own timings hide (moto walks the whole bucket on every LIST, real S3
 starts at `start-after`).
-`--s3 gofakes3` (`--endpoint` is the same option) keeps them in gofakes3 (benchmarks/harness/gofakes3.py,
-built with `go install` on first use), whose LIST seeks to `start-after` as S3 does, so the timings show
-our own cost as history grows; one bucket per table, since its LIST scans on past the prefix.
+`--s3 gofakes3` (`--endpoint` is the same option) keeps them in gofakes3 (benchmarks/harness/gofakes3.py:
+its memory backend behind our LIST that stops at the prefix's end, built with `go build` on first use),
+whose LIST seeks to `start-after` as S3 does, so the timings show our own cost as history grows.
 `--minutes` (`--off-minutes`) bounds each variant with (without) maintenance: still going then, it
 takes a last mark where it got, recorded as such, and the run goes on with the next variant.
 """

@@ -29,8 +29,7 @@ class Store:
     def path(self, variant: str, table: str) -> str:
         if not self.bucket_per_table:
             return f"{self.root}/{variant}/{table}"
-        # gofakes3's LIST scans on past the prefix to the end of the bucket: one bucket per table keeps
-        # a table's listing from paying for the tables (and data files) that sort after it
+        # one bucket per table: a listing never passes another table's keys, whatever the stand-in's LIST
         bucket = f"long-run-{variant}-{table}".lower()
         aws.client(self.options, "s3").create_bucket(Bucket=bucket)
         return f"s3://{bucket}/table"
