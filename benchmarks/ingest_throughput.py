@@ -17,7 +17,7 @@ baseline B with spark.read.json / csv (header, inferSchema) / text / parquet). C
 and the columns id, user, amount, ok, country, note (no timestamp column: the CSV fast path leaves
 columns Spark would infer as dates or timestamps to the line path); text files are log lines; Parquet
 files hold the JSON data's rows, read row group by row group. Text and Parquet have one path (the fast
-path's task; `<format>.fast.path` has no effect), so they have no line-path contender. Avro (deflate),
+path's task; no `<format>.fast.path` key), so they have no line-path contender. Avro (deflate),
 ORC and XML (`<row>` elements, rowTag=row) files hold the JSON data's rows. A binary object stands for a
 scanned document, an image or a PDF: bytes that do not compress, one row per object, sizes cycling over
 1/4, 1/2, 1 and 9/4 of

@@ -88,6 +88,12 @@ def render_reference() -> str:
         parts.append("| Key | Type | Default | Allowed | Required for | Description |\n")
         parts.append("|---|---|---|---|---|---|\n")
         parts.extend(_row(key) + "\n" for key in members)
+    if REGISTRY.removed:
+        parts.append(
+            "\n## Removed keys\n\nSetting one fails at start-up (exit 2), naming the key and why.\n\n"
+        )
+        parts.append("| Key | Why it was removed |\n|---|---|\n")
+        parts.extend(f"| {_code(gone.name)} | {_cell(gone.why)}. |\n" for gone in REGISTRY.removed)
     return "".join(parts)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 
 from s3events.config.column_types import ColumnTypesType, NamedGroupsPattern
 from s3events.config.ddl_schema import DdlColumnsType
-from s3events.config.registry import NAME_PATTERN, Key, Registry, SettingsView
+from s3events.config.registry import NAME_PATTERN, Key, Registry, Removed, SettingsView
 from s3events.config.value_types import (
     BoolType,
     ChoiceType,
@@ -72,6 +72,7 @@ __all__ = [
     "QUEUE_URL",
     "QUEUE_VISIBILITY_TIMEOUT",
     "REGISTRY",
+    "REMOVED",
     "SETUP_BUCKETS",
     "SETUP_BUCKET_ACCOUNT",
     "SETUP_DEAD_LETTER_MAX_RECEIVE_COUNT",
@@ -112,7 +113,6 @@ __all__ = [
     "TARGET_ON_MISSING_OBJECT",
     "TARGET_ON_OBJECT_REMOVED",
     "TARGET_ORDERING_FIELD",
-    "TARGET_PARQUET_FAST_PATH",
     "TARGET_PARTITION_BY",
     "TARGET_PATH",
     "TARGET_READER_OPTIONS",
@@ -123,7 +123,6 @@ __all__ = [
     "TARGET_SCHEMA_FILE",
     "TARGET_SCHEMA_HINTS",
     "TARGET_SCHEMA_INFER_TYPES",
-    "TARGET_TEXT_FAST_PATH",
     "TARGET_TRANSFORM_SQL",
     "TARGET_TRANSFORM_SQL_FILE",
     "CatalogType",
@@ -587,22 +586,6 @@ TARGET_CSV_FAST_PATH: Key[bool] = _target(
     "from_csv would (quotes inside fields, values of types it does not infer, other reader options) "
     "still take the line-by-line path. false = every file takes the line path.",
 )
-TARGET_TEXT_FAST_PATH: Key[bool] = _target(
-    "text.fast.path",
-    type=BoolType(),
-    default=True,
-    doc="text format: no effect, kept so that configurations setting it still load. Text has one path: "
-    "every file is split into lines on the executors (an object over the in-memory limit streamed), a "
-    "line that is not UTF-8 is an error row.",
-)
-TARGET_PARQUET_FAST_PATH: Key[bool] = _target(
-    "parquet.fast.path",
-    type=BoolType(),
-    default=True,
-    doc="parquet format: no effect, kept so that configurations setting it still load. Parquet has one "
-    "path: every file is read row group by row group on the executors (an object over the in-memory "
-    "limit with ranged reads); a file that cannot be read so is an error row.",
-)
 TARGET_DRIVER_READ_MAX_BYTES: Key[int] = _target(
     "driver.read.max.bytes",
     type=IntType(min=0),
@@ -999,5 +982,15 @@ CATALOG_HIVE_METASTORE_URI: Key[str | None] = Key(
     group="Catalog",
 )
 
-REGISTRY = Registry(value for value in list(globals().values()) if isinstance(value, Key))
+_SINGLE_READER = (
+    "text and Parquet have a single reader (every file is read on the executors by the same parser), so "
+    "there is no other path to switch to"
+)
+REMOVED = (
+    Removed(_TARGET + "text.fast.path", _SINGLE_READER),
+    Removed(_TARGET + "parquet.fast.path", _SINGLE_READER),
+)
+"""Keys that no longer exist: setting one fails at start-up, saying why."""
+
+REGISTRY = Registry((value for value in list(globals().values()) if isinstance(value, Key)), REMOVED)
 """Every key above, in declaration order."""

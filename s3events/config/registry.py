@@ -146,14 +146,30 @@ def is_missing(value: object) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Removed:
+    """A key that no longer exists: a configuration that sets it fails at start-up saying why (before
+    the first release a key that does nothing is removed rather than kept and ignored)."""
+
+    name: str  # may hold `<name>`, as a templated key's does
+    why: str  # completes "removed: ..."
+
+    def matches(self, name: str) -> bool:
+        head, templated, tail = self.name.partition(PLACEHOLDER)
+        if not templated:
+            return name == self.name
+        return re.fullmatch(f"{re.escape(head)}{NAME_PATTERN}{re.escape(tail)}", name) is not None
+
+
 # -------------------------------------------------------------------------------------------- registry
 
 
 class Registry:
     """All declared keys, in declaration order, with name lookup for plain and templated keys."""
 
-    def __init__(self, keys: Iterable[Key[Any]]) -> None:
+    def __init__(self, keys: Iterable[Key[Any]], removed: Iterable[Removed] = ()) -> None:
         self._keys: tuple[Key[Any], ...] = tuple(keys)
+        self.removed: tuple[Removed, ...] = tuple(removed)
         self._by_name: dict[str, Key[Any]] = {}
         for key in self._keys:
             if key.name in self._by_name:
@@ -162,6 +178,9 @@ class Registry:
         for key in self._keys:
             if key.instances_from is not None and key.instances_from not in self._by_name:
                 raise ValueError(f"{key.name}: instances_from {key.instances_from!r} is not declared")
+        for gone in self.removed:
+            if gone.name in self._by_name:
+                raise ValueError(f"key {gone.name!r} is declared and removed")
 
     def __iter__(self) -> Iterator[Key[Any]]:
         return iter(self._keys)
@@ -205,11 +224,15 @@ class Registry:
         """The key a name written in a file refers to, and its instance name for templated keys.
 
         `declared` maps each instance list key (`s3events.ingest.targets`) to the names it declares.
-        Raises ConfigError for an unknown key (with a did-you-mean) or an undeclared instance name.
+        Raises ConfigError for an unknown key (with a did-you-mean), a removed one (saying why) or an
+        undeclared instance name.
         """
         key = self._by_name.get(name)
         if key is not None and not key.templated:
             return key, None
+        gone = next((r for r in self.removed if r.matches(name)), None)
+        if gone is not None:
+            raise ConfigError(name, f"removed: {gone.why}; delete the key")
         for template in self.templated:
             instance = template.match(name)
             if instance is None:

@@ -24,8 +24,6 @@ class TargetSpec:
     reader_options: Mapping[str, str] | None = None
     json_fast_path: bool = True
     csv_fast_path: bool = True
-    text_fast_path: bool = True
-    parquet_fast_path: bool = True
     driver_read_max_bytes: int = 64 << 20  # fast-path batches up to this size skip the Spark job
     binary_max_bytes: int = 16 << 20
     mode: keys.TargetMode = "append"
@@ -50,8 +48,8 @@ class TargetSpec:
         return {
             "json": self.json_fast_path,
             "csv": self.csv_fast_path,
-            "text": self.text_fast_path,
-            "parquet": self.parquet_fast_path,
+            "text": True,  # one path: `formats/base.SinglePathParser`
+            "parquet": True,
             "avro": True,  # no switch: the fast path reads these as the Spark path does (whole_fast.py)
             "orc": True,
             "binary": True,
@@ -121,8 +119,6 @@ def target_specs(settings: Settings, only: tuple[str, ...] = ()) -> list[TargetS
                 reader_options=dict(settings.get_for(name, keys.TARGET_READER_OPTIONS)),
                 json_fast_path=settings.get_for(name, keys.TARGET_JSON_FAST_PATH),
                 csv_fast_path=settings.get_for(name, keys.TARGET_CSV_FAST_PATH),
-                text_fast_path=settings.get_for(name, keys.TARGET_TEXT_FAST_PATH),
-                parquet_fast_path=settings.get_for(name, keys.TARGET_PARQUET_FAST_PATH),
                 driver_read_max_bytes=settings.get_for(name, keys.TARGET_DRIVER_READ_MAX_BYTES),
                 binary_max_bytes=settings.get_for(name, keys.TARGET_BINARY_MAX_BYTES),
                 mode=settings.get_for(name, keys.TARGET_MODE),

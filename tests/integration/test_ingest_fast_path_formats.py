@@ -206,7 +206,7 @@ def run_both(
     **extra: object,
 ) -> list[int]:
     """Each batch through a fast target and a line-path target; the fast target's fast-path file counts.
-    A format with `one_path` reads every file on it whatever `<format>.fast.path` says."""
+    A format with `one_path` has no `<format>.fast.path`: both targets read every file on it."""
     caplog.set_level(logging.DEBUG, logger="s3events.ingest.files.fast_path")
     stack = make_stack()
     driver_read = {"driver__read__max__bytes": 64 << 20 if where == "driver" else 0}
@@ -217,7 +217,7 @@ def run_both(
             fmt,
             key__prefix=f"{fmt}/",
             **({"partition__by": partition_by, "key__columns": partition_by} if partition_by else {}),
-            **{f"{fmt}__fast__path": str(name == "fast").lower()},
+            **({} if one_path else {f"{fmt}__fast__path": str(name == "fast").lower()}),
             **driver_read,
             **extra,
         )
@@ -282,9 +282,7 @@ def test_csv_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
     }
 
 
-def test_text_files_land_their_lines_and_error_rows_on_one_path_whatever_text_fast_path_says(
-    make_stack, s3, spark, tmp_path, caplog
-):
+def test_text_files_land_their_lines_and_error_rows_on_one_path(make_stack, s3, spark, tmp_path, caplog):
     fast_files = run_both(make_stack, s3, spark, tmp_path, caplog, "text", TEXT_BATCHES, one_path=True)
 
     assert fast_files == [6, 1]  # every file: text has one path
@@ -301,7 +299,7 @@ def test_text_files_land_their_lines_and_error_rows_on_one_path_whatever_text_fa
 
 
 @WHERE
-def test_parquet_files_land_their_rows_and_error_rows_on_one_path_whatever_parquet_fast_path_says(
+def test_parquet_files_land_their_rows_and_error_rows_on_one_path(
     where, make_stack, s3, spark, tmp_path, caplog
 ):
     fast_files = run_both(

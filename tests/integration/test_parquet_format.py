@@ -42,7 +42,7 @@ def _read(
     existing: pa.Schema | None = None,
     extra: dict[str, str] | None = None,
 ) -> tuple[ReadOutput, list[dict[str, Any]], list[tuple[str, int | None, str]]]:
-    """One batch of `bodies` (key -> body) for a Parquet target (`parquet.fast.path=false`: ignored): its
+    """One batch of `bodies` (key -> body) for a Parquet target (one path): its
     output, rows (by file and line), and error rows (file, line, error)."""
     bucket, refs = _bucket(s3), []
     for name, body in bodies.items():

@@ -33,7 +33,7 @@ def _read(
     deleted: tuple[str, ...] = (),
     extra: dict[str, str] | None = None,
 ) -> tuple[ReadOutput, list[dict[str, Any]], list[tuple[str, int | None, str | None, str]]]:
-    """One batch of `bodies` (key -> body) read for a text target (`text.fast.path=false`: ignored),
+    """One batch of `bodies` (key -> body) read for a text target (one path),
     objects in `deleted` removed before the read; its output, rows, and error rows (file, line, raw,
     error)."""
     bucket, refs = _bucket(s3), []

@@ -8,9 +8,10 @@ from types import MappingProxyType
 import javaproperties
 import pytest
 
+from s3events import cli
 from s3events.config import Settings, keys, load_settings
 from s3events.config.docs import REGENERATE, render_reference
-from s3events.config.registry import Key, Registry
+from s3events.config.registry import Key, Registry, Removed
 from s3events.config.value_types import BoolType, StrType
 from s3events.errors import ConfigError
 
@@ -193,6 +194,30 @@ def test_keys_outside_the_prefix_are_unknown(tmp_path: Path) -> None:
     assert "unknown key" in str(err)
     assert "s3events." in str(err)
     assert "did you mean s3events.source.queue.url?" in str(err)
+
+
+@pytest.mark.parametrize("fmt", ["text", "parquet"])
+def test_a_removed_fast_path_switch_fails_at_start_up_naming_the_key_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    line = f"s3events.ingest.target.events.{fmt}.fast.path=false\n"
+    err = error_of(tmp_path, ONE_TARGET + line)
+    assert err.key == f"s3events.ingest.target.events.{fmt}.fast.path"
+    assert "removed: text and Parquet have a single reader" in str(err)
+    assert "did you mean" not in str(err)
+
+    assert cli.run(["ingest", "--once", "--props", str(props(tmp_path, ONE_TARGET + line))]) == 2
+    assert f"target.events.{fmt}.fast.path: removed: text and Parquet" in capsys.readouterr().err
+
+
+def test_a_removed_key_is_matched_for_any_target_and_may_not_also_be_declared() -> None:
+    gone = Removed("s3events.ingest.target.<name>.old.switch", "it did nothing")
+    assert gone.matches("s3events.ingest.target.a-1.old.switch")
+    assert not gone.matches("s3events.ingest.target.a.b.old.switch")
+    assert not gone.matches("s3events.ingest.target.a.old.switch.more")
+    key = Key(name="s3events.test.old", type=BoolType(), doc="Old.")
+    with pytest.raises(ValueError, match="declared and removed"):
+        Registry([key], [Removed("s3events.test.old", "it did nothing")])
 
 
 def test_credential_keys_point_to_the_aws_chain(tmp_path: Path) -> None:

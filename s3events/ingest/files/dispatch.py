@@ -61,12 +61,11 @@ def fast_parser(
     target: TargetSpec, declared: pa.Schema | None, existing: pa.Schema | None
 ) -> FileParser | None:
     """The parser of the target's format with the data columns whose types are fixed (the declared
-    schema, or the table's), or None when the batch cannot take the fast path. A format with one path
-    (`SinglePathParser`: text) ignores `<format>.fast.path`."""
-    if target.format not in _FAST_PARSERS:
+    schema, or the table's), or None when the batch cannot take the fast path (`<format>.fast.path`;
+    a format with one path, `SinglePathParser`, has no such key)."""
+    if target.format not in _FAST_PARSERS or not target.fast_path:
         return None
-    parser = _FAST_PARSERS[target.format](target, declared=declared, existing=existing)
-    return parser if target.fast_path or isinstance(parser, SinglePathParser) else None
+    return _FAST_PARSERS[target.format](target, declared=declared, existing=existing)
 
 
 def run_batch(
