@@ -19,9 +19,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from s3events.errors import S3EventsError
 from s3events.infra.aws import AwsOptions, delta_storage_options
+from s3events.infra.parquet_files import remove_data_files
 from s3events.ingest import refusal
 from s3events.ingest.files import post_parse, rescue
-from s3events.ingest.files.fast_path import FastResult, describe, run_fast
+from s3events.ingest.files.fast_path import FastResult, describe, last_columns, run_fast, split_schema
 from s3events.ingest.files.formats import (
     avro_format,
     csv_format,
@@ -34,6 +35,8 @@ from s3events.ingest.files.formats import (
 from s3events.ingest.files.formats.base import FileParser, SinglePathParser
 from s3events.ingest.files.line_parse import arrow_schema, declared_schema
 from s3events.ingest.files.line_path import run_line_path
+from s3events.ingest.files.lineage import FIXED
+from s3events.ingest.files.merge_input import MergeInput, conform
 from s3events.ingest.files.post_parse import ERROR_SCHEMA
 from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.files.schema_contract import NewFieldRefused, new_fields, refused
@@ -120,8 +123,10 @@ def _run_batch(
         )
         return _noted(post_parse.with_error_rows(only_fast, fast.errors), target)
     log.info("target %s: %s", target.name, describe(fast))
-    took_fast = bool(fast.files) or (fast.merge is not None and fast.merge.num_rows > 0)
-    out = run_line_path(spark, fast.rest, target, fast.schema if took_fast else existing, aws, ingested_at)
+    out = _declined(spark, fast, target, existing, parser, aws, ingested_at)
+    if out is None:  # the halves typed a new column differently: the line path's inference spans the batch
+        log.info("target %s: the fast and the declined files type a new column differently", target.name)
+        return _noted(run_line_path(spark, batch.files, target, existing, aws, ingested_at), target)
     out.files = [*fast.files, *out.files]
     out.rows += fast.rows
     if fast.merge is not None and out.merge is not None:  # both paths' rows: one latest per key
@@ -130,6 +135,44 @@ def _run_batch(
     out.fast_path_files = len(batch.files) - len(fast.rest)
     out.ignored_fields = tuple(sorted({*out.ignored_fields, *fast.ignored_fields}))
     return _noted(post_parse.with_error_rows(out, fast.errors), target)
+
+
+def _declined(
+    spark: SparkSession,
+    fast: FastResult,
+    target: TargetSpec,
+    existing: pa.Schema | None,
+    parser: FileParser,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> ReadOutput | None:
+    """The line path's read of the files the fast path declined, in the table schema the batch gives.
+    Where each file's fields are its own (`schema_from_every_file` false: JSON lines) and the fast files
+    add columns, the declined files' new columns are inferred over them alone, and the halves' types
+    merged (`fast_path.split_schema`); None, every file written so far removed, when they disagree."""
+    took_fast = bool(fast.files) or (fast.merge is not None and fast.merge.num_rows > 0)
+    if not took_fast or parser.schema_from_every_file or not _infers_new_columns(fast, target, existing):
+        schema = fast.schema if took_fast else existing
+        return run_line_path(spark, fast.rest, target, schema, aws, ingested_at)
+    out = run_line_path(spark, fast.rest, target, existing, aws, ingested_at)
+    merged = split_schema(fast, out.schema, existing, parser.known, last_columns(target))
+    if merged is None:
+        written = [*fast.files, *out.files, *(fast.merge.files if fast.merge is not None else [])]
+        remove_data_files(target.path, written, aws)
+        return None
+    out.schema = merged
+    if out.merge is not None:
+        out.merge = MergeInput.held(conform(out.merge.take_rows(), merged))
+    return out
+
+
+def _infers_new_columns(fast: FastResult, target: TargetSpec, existing: pa.Schema | None) -> bool:
+    """Whether the line path types the fast files' new columns by inference (no declared schema, no
+    columns fixed by `schema.evolution=rescue`)."""
+    if fast.schema is None or target.schema_ddl or (target.schema_evolution == "rescue" and existing):
+        return False
+    table = {*(existing.names if existing is not None else ()), *FIXED, target.rescued_column}
+    return any(name not in table for name in fast.schema.names)
 
 
 def _unsplit(

@@ -53,6 +53,7 @@ class FastResult:
     merge: MergeInput | None = None  # merge mode: the fast files' latest row per record key
     ignored_fields: tuple[str, ...] = ()  # new fields schema.evolution=ignore dropped
     errors: list[pa.Table] = field(default_factory=list)  # a single-path format's error rows (ERROR_SCHEMA)
+    untyped: frozenset[str] = frozenset()  # new columns only null in the fast files (which lack them)
 
     @property
     def rows(self) -> int:
@@ -80,12 +81,9 @@ def run_fast(
     written = [from_row(r) for r in rows if r["path"] is not None]
     ensure_accounted(rows, files, written, target=target.name, table_uri=target.path, aws=aws)
     declined = {r["event_id"]: r["reason"] for r in rows if r["event_id"] is not None}
+    task_schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]]
     schema = table_schema(
-        existing,
-        parser.known,
-        [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in rows if r["schema"]],
-        last_columns(target),
-        sort_new=parser.new_columns_sorted,
+        existing, parser.known, task_schemas, last_columns(target), sort_new=parser.new_columns_sorted
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
     whole_batch = unsplittable(schema, existing, headers, bool(declined), parser)
@@ -110,9 +108,19 @@ def run_fast(
     rest = tuple(f for f in files if f.event_id in declined)
     reasons = {f.uri: declined[f.event_id] for f in rest}
     ignored = tuple(sorted({r["dropped"] for r in rows if r["dropped"] is not None}))
+    untyped = _only_null(task_schemas)
     if isinstance(merged, MergeInput):  # the written files, if any, are the merge input's
-        return FastResult([], schema, rest, reasons, merged, ignored, errors)
-    return FastResult(written, schema, rest, reasons, ignored_fields=ignored, errors=errors)
+        return FastResult([], schema, rest, reasons, merged, ignored, errors, untyped)
+    return FastResult(written, schema, rest, reasons, ignored_fields=ignored, errors=errors, untyped=untyped)
+
+
+def _only_null(task_schemas: list[pa.Schema]) -> frozenset[str]:
+    """The columns every task found only nulls in (its written files lack them)."""
+    types: dict[str, set[bool]] = {}
+    for schema in task_schemas:
+        for f in schema:
+            types.setdefault(f.name, set()).add(pa.types.is_null(f.type))
+    return frozenset(name for name, nulls in types.items() if nulls == {True})
 
 
 def _error_tables(rows: list[dict[str, Any]]) -> list[pa.Table]:
@@ -297,6 +305,23 @@ def table_schema(
     tail = [] if INGESTED_AT in names else [pa.field(INGESTED_AT, TIMESTAMP)]
     fields = [*base, *[pa.field(n, resolved[n]) for n in new], *tail]
     return pa.schema([f.with_nullable(True) for f in fields])
+
+
+def split_schema(
+    fast: FastResult, line: pa.Schema, existing: pa.Schema | None, known: pa.Schema, keyed: tuple[str, ...]
+) -> pa.Schema | None:
+    """The table schema after a batch split between the paths whose halves typed their new columns each
+    on its own (the fast files in the tasks, the declined ones by the line path's inference): a column
+    one half holds only nulls of (or lacks) takes the other half's type, as Spark's inference over
+    every file gives it. None when the halves type a column differently or spell a name two ways: then
+    a half's values would have to be parsed again against the merged type (the whole batch takes the
+    line path, whose inference spans every file)."""
+    assert fast.schema is not None
+    typed = pa.schema([f.with_type(pa.null()) if f.name in fast.untyped else f for f in fast.schema])
+    merged = table_schema(existing, known, [typed, line], keyed)
+    if merged is None or case_clash.clashing_groups(merged.names):
+        return None
+    return merged
 
 
 def describe(result: FastResult) -> str:
