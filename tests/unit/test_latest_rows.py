@@ -8,7 +8,13 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from s3events.ingest.files.latest_rows import keys_distinct, latest, latest_if_reducible, reducible
+from s3events.ingest.files.latest_rows import (
+    keys_distinct,
+    latest,
+    latest_if_reducible,
+    nested_ranks,
+    reducible,
+)
 
 T0 = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -67,13 +73,24 @@ def test_reducing_parts_then_the_whole_keeps_what_reducing_the_whole_keeps():
     assert kept(latest(pa.concat_tables(parts), ["id"], "seq")) == kept(latest(table, ["id"], "seq"))
 
 
-def test_nested_keys_and_ordering_fields_arrow_cannot_order_or_group_as_spark_does_are_refused():
-    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("s", pa.struct([("x", pa.int8())]))])
+def test_only_maps_and_keys_no_row_holds_are_refused():
+    struct = pa.struct([("x", pa.int8())])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("f", pa.float64()),
+            ("s", struct),
+            ("l", pa.list_(struct)),
+            ("m", pa.map_(pa.string(), pa.int8())),
+            ("sm", pa.struct([("m", pa.map_(pa.string(), pa.int8()))])),
+        ]
+    )
     assert reducible(schema, ["id"], None) is None
     assert reducible(schema, ["id"], "f") is None  # ordered as Spark orders doubles: `latest`
-    assert reducible(schema, ["id"], "s") == "the ordering field s is of type struct<x: int8>"
+    assert reducible(schema, ["s", "l"], "s") is None  # grouped and ordered by rank: `nested_ranks`
     assert reducible(schema, ["f"], None) is None  # grouped as Spark groups doubles: `_grouping_keys`
-    assert reducible(schema, ["s"], None) is not None
+    assert reducible(schema, ["id"], "m") == "the ordering field m is of type map<string, int8>"
+    assert reducible(schema, ["sm"], None) is not None  # Spark neither groups nor orders maps
     assert reducible(schema, ["nope"], None) == "the record key nope is in no row"
 
 
@@ -81,8 +98,71 @@ def test_a_part_the_rule_cannot_reduce_goes_back_whole_for_the_driver_to_decide(
     table = rows((1, 1, 5, "s3://b/a", 1), (1, 2, 5, "s3://b/a", 2))
     assert latest_if_reducible(table, ["id"], "seq").num_rows == 1
     assert latest_if_reducible(table, ["missing"], "seq").num_rows == 2  # not an error in a task
-    nested = table.set_column(0, "id", pa.array([{"x": 1}, {"x": 1}]))
-    assert latest_if_reducible(nested, ["id"], "seq").num_rows == 2
+    keyed_by_map = table.set_column(
+        0, "id", pa.array([[("x", 1)], [("x", 1)]], pa.map_(pa.string(), pa.int8()))
+    )
+    assert latest_if_reducible(keyed_by_map, ["id"], "seq").num_rows == 2
+
+
+def test_nested_values_rank_in_spark_s_order_null_lowest_at_any_depth_and_nan_highest():
+    # Spark's order of structs and arrays (checked against its window): fields or elements in turn, a
+    # null below every value, a shorter list before its extensions, NaN above every number, -0.0 = 0.0.
+    struct = pa.struct([("a", pa.int64()), ("b", pa.float64())])
+    values = [
+        None,
+        {"a": None, "b": 5.0},
+        {"a": 1, "b": None},
+        {"a": 1, "b": -0.0},
+        {"a": 1, "b": 0.0},
+        {"a": 1, "b": 2.0},
+        {"a": 1, "b": float("nan")},
+        {"a": 2, "b": None},
+    ]
+    ranks = nested_ranks(pa.chunked_array([pa.array(values, struct)])).to_pylist()
+    assert ranks == [0, 1, 2, 3, 3, 4, 5, 6]
+    lists = [[1, None], None, [1], [], [1, 2], [None]]
+    assert nested_ranks(pa.chunked_array([pa.array(lists, pa.list_(pa.int64()))])).to_pylist() == [
+        4,
+        0,
+        3,
+        1,
+        5,
+        2,
+    ]
+
+
+def test_a_struct_record_key_groups_equal_values_and_a_struct_ordering_field_picks_the_largest():
+    key = pa.struct([("region", pa.string()), ("n", pa.int64())])
+    version = pa.struct([("major", pa.int64()), ("minor", pa.int64())])
+    table = rows(*[(0, 0, 1, "s3://b/a", line) for line in range(1, 7)])
+    table = table.set_column(
+        0,
+        "id",
+        pa.array(
+            [
+                {"region": "eu", "n": 1},
+                {"region": "eu", "n": 1},
+                {"region": "eu", "n": None},  # a key of its own, as is the null key
+                None,
+                {"region": "eu", "n": 1},
+                None,
+            ],
+            key,
+        ),
+    )
+    versions = [
+        {"major": 1, "minor": 2},
+        {"major": 2, "minor": None},
+        None,
+        None,
+        None,
+        {"major": 0, "minor": 0},
+    ]
+    table = table.set_column(1, "seq", pa.array(versions, version))
+    kept_lines = sorted(latest(table, ["id"], "seq")["_source_line"].to_pylist())
+    assert kept_lines == [2, 3, 6]  # major 2 beats 1.2 and null; a null version loses to 0.0
+    assert not keys_distinct(table, ["id"])
+    assert keys_distinct(table.take([0, 2, 3]), ["id"])
 
 
 def test_a_double_record_key_groups_as_spark_does_every_nan_one_key_and_minus_zero_equal_to_zero():

@@ -1,13 +1,15 @@
 """Merge mode's rule for the record a batch keeps per record key, on Arrow tables: the row with the
-largest ordering field (nulls lose), then the latest event, then the last file and line. It is the order
-the Spark path's window (`read._latest_per_key`) uses, and a total order, so the latest rows of parts of
-a batch reduce to the batch's own: tasks reduce their files, the driver reduces the tasks' rows.
+largest ordering field (nulls lose), then the latest event, then the last file and line: the order of
+Spark's window `row_number() OVER (PARTITION BY key ORDER BY ordering DESC NULLS LAST, ...)`, nested and
+floating-point values included, and a total order, so the latest rows of parts of a batch reduce to the
+batch's own: tasks reduce their files, the driver the tasks' rows, the line path each key partition.
 
 Pure pyarrow: no Spark, no storage.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -17,6 +19,7 @@ import pyarrow.compute as pc
 _LINEAGE_ORDER = ("_event_time", "_source_file", "_source_line")
 _INDEX = "__s3events_row"
 _NAN = "__s3events_nan"
+_NESTED = "__s3events_order"
 
 
 def reducible(schema: pa.Schema, record_key: Sequence[str], ordering_field: str | None) -> str | None:
@@ -30,14 +33,15 @@ def reducible(schema: pa.Schema, record_key: Sequence[str], ordering_field: str 
             return f"the record key {name} is of type {kind}"
     if ordering_field is not None and ordering_field in schema.names:
         kind = schema.field(ordering_field).type
-        # Nested values have no order in Arrow's sort (floating point: see `latest`).
-        if pa.types.is_nested(kind):
+        if _holds_a_map(kind):  # Spark has no order of maps either
             return f"the ordering field {ordering_field} is of type {kind}"
     return None
 
 
 def _groups_as_spark_does(kind: pa.DataType) -> bool:
-    # Floating point groups by `_grouping_keys`' normalized copy. Nested values do not hash in Arrow.
+    # Floating point groups by a normalized copy, nested values by their rank (`_grouping_keys`).
+    if pa.types.is_struct(kind) or _is_list(kind):
+        return not _holds_a_map(kind)
     return any(
         check(kind)
         for check in (
@@ -53,6 +57,18 @@ def _groups_as_spark_does(kind: pa.DataType) -> bool:
     )
 
 
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+
+
+def _holds_a_map(kind: pa.DataType) -> bool:
+    if pa.types.is_map(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_holds_a_map(kind.field(i).type) for i in range(kind.num_fields))
+    return _is_list(kind) and _holds_a_map(kind.value_type)
+
+
 def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | None) -> pa.Table:
     """One row per distinct record key (null is a key of its own): the first in the merge order."""
     if table.num_rows == 0 or keys_distinct(table, record_key):
@@ -61,7 +77,10 @@ def latest(table: pa.Table, record_key: Sequence[str], ordering_field: str | Non
     keys = table
     if ordering_field is not None and ordering_field in table.column_names:  # absent: null, orders nothing
         order.insert(0, (ordering_field, "descending"))
-        if pa.types.is_floating(table.schema.field(ordering_field).type):
+        if pa.types.is_nested(table.schema.field(ordering_field).type):  # Arrow's sort has no order of these
+            keys = table.append_column(_NESTED, nested_ranks(table[ordering_field]))
+            order[0] = (_NESTED, "descending")  # a null value ranks below every other: last, as Spark's
+        elif pa.types.is_floating(table.schema.field(ordering_field).type):
             # Spark orders NaN above every number (and -0.0 equal to 0.0, as Arrow does); Arrow's sort
             # puts NaN with the nulls, last: a flag column sorts it first.
             keys = table.append_column(_NAN, pc.is_nan(table[ordering_field]))
@@ -81,6 +100,10 @@ def _grouping_keys(table: pa.Table, record_key: Sequence[str]) -> tuple[pa.Table
     names = []
     for i, name in enumerate(record_key):
         column = table[name]
+        if pa.types.is_nested(column.type):  # Arrow hashes no nested value: equal values share a rank
+            names.append(f"__s3events_key{i}")
+            table = table.append_column(names[-1], nested_ranks(column))
+            continue
         if not pa.types.is_floating(column.type):
             names.append(name)
             continue
@@ -89,6 +112,36 @@ def _grouping_keys(table: pa.Table, record_key: Sequence[str]) -> tuple[pa.Table
         names.append(f"__s3events_key{i}")
         table = table.append_column(names[-1], normal)
     return table, names
+
+
+def nested_ranks(column: pa.ChunkedArray) -> pa.Array:
+    """Each value's dense rank in Spark's order of nested values (struct fields in turn, list elements in
+    turn with a shorter prefix first; a null, at any depth, below every value; NaN above every number,
+    -0.0 equal to 0.0): equal values share a rank, so the ranks group and order rows as Spark's window
+    does. Python values: a nested record key or ordering field is rare, and Arrow has neither a hash nor
+    an order of these types."""
+    keys = [_spark_order(value) for value in column.to_pylist()]
+    ranks = [0] * len(keys)
+    ordered = sorted(range(len(keys)), key=keys.__getitem__)
+    rank = 0
+    for before, i in zip([None, *ordered], ordered, strict=False):
+        if before is not None and keys[before] != keys[i]:
+            rank += 1
+        ranks[i] = rank
+    return pa.array(ranks, pa.int64())
+
+
+def _spark_order(value: object) -> tuple[object, ...]:
+    """A Python value as a tuple that compares as Spark compares the value (see `nested_ranks`)."""
+    if value is None:
+        return (0,)
+    if isinstance(value, dict):  # a struct: its fields in the type's order (to_pylist keeps it)
+        return (1, tuple(_spark_order(v) for v in value.values()))
+    if isinstance(value, list):
+        return (1, tuple(_spark_order(v) for v in value))
+    if isinstance(value, float):
+        return (2,) if math.isnan(value) else (1, value + 0.0)  # + 0.0: -0.0 becomes 0.0
+    return (1, value)
 
 
 def keys_distinct(table: pa.Table, record_key: Sequence[str]) -> bool:

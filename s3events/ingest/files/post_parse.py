@@ -10,8 +10,8 @@ receives, for both paths. Each rule is stated once here:
 - error rows: ERROR_SCHEMA, with the batch's `_ingested_at`; a row without a line number is a whole-file
   problem, and such a file contributes no rows (all or nothing per file);
 - merge reduction: one row per record key, the largest ordering field (nulls lose, NaN above every
-  number), then the latest event, then the last file and line (`latest_rows` on Arrow tables; the line
-  path's `latest_per_key` runs it per key partition, or Spark's window for keys Arrow cannot group).
+  number, nested values in Spark's order), then the latest event, then the last file and line
+  (`latest_rows` on Arrow tables; the line path's `latest_per_key` runs it per key partition).
 
 The fast path's tasks hold Arrow tables, the line path's rows are still in Spark's JVM. The Arrow form
 is the one implementation where the line path can run it on its executors (a mapInArrow over its
@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.window import Window
 
+from s3events.errors import S3EventsError
 from s3events.ingest.error_table import ERROR_SCHEMA
 from s3events.ingest.files import latest_rows, rescue
 from s3events.ingest.files.key_columns import KeyColumns, object_key, with_key_columns
@@ -185,11 +185,12 @@ def with_error_rows(out: ReadOutput, tables: list[pa.Table]) -> ReadOutput:
 
 def latest_per_key(rows: DataFrame, target: TargetSpec) -> DataFrame:
     """One row per record key: `latest_rows.latest` (the fast path's rule) over the rows shuffled by key,
-    a mapInArrow on the executors; for keys or an ordering field Arrow cannot group or order as Spark
-    does (`latest_rows.reducible`: floating-point keys, nested types), its order as Spark's window."""
+    a mapInArrow on the executors. A key or ordering field it cannot reduce (a map, which Spark's window
+    cannot order or group either; a key no row holds) fails the batch, naming it."""
     schema = arrow_schema(rows.schema)
-    if latest_rows.reducible(schema, target.record_key, target.ordering_field) is not None:
-        return _latest_by_window(rows, target)
+    why = latest_rows.reducible(schema, target.record_key, target.ordering_field)
+    if why is not None:
+        raise S3EventsError(f"target {target.name}: the batch's latest rows per key cannot be chosen: {why}")
     reduce = partial(
         _latest_partition, record_key=target.record_key, ordering_field=target.ordering_field, schema=schema
     )
@@ -207,15 +208,6 @@ def _latest_partition(
     if received:
         rows = pa.Table.from_batches(received).cast(schema)
         yield from latest_rows.latest(rows, record_key, ordering_field).to_batches()
-
-
-def _latest_by_window(rows: DataFrame, target: TargetSpec) -> DataFrame:
-    """`latest_rows.latest`'s order as Spark's window: one row per record key."""
-    order = [F.col("_event_time").desc(), F.col("_source_file").desc(), F.col("_source_line").desc()]
-    if target.ordering_field:
-        order.insert(0, F.col(f"`{target.ordering_field}`").desc_nulls_last())
-    window = Window.partitionBy(*[F.col(f"`{k}`") for k in target.record_key]).orderBy(*order)
-    return rows.withColumn("_rank", F.row_number().over(window)).where(F.col("_rank") == 1).drop("_rank")
 
 
 def both_paths_latest(
