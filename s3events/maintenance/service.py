@@ -24,7 +24,7 @@ from s3events.maintenance.model import (
     due,
     keep_since,
 )
-from s3events.maintenance.table import compact_if_crowded, last_pass, maintain
+from s3events.maintenance.table import compact_if_crowded, handle_for, last_pass, maintain
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,9 @@ class PeriodicMaintenance:
         self._options = options_from(settings)
         self._clock = clock
         self._storage = aws.FreshStorageOptions(aws.options_from(settings))
+        # kept across the compaction checks: a check reads the commits since the last one, not the
+        # checkpoint (delta.TableHandle reopens a handle every 15 minutes)
+        self._handles = {t.path: handle_for(t.path, self._storage) for t in self._tables}
         # A table never maintained counts from the process start: a new table needs no pass yet.
         self._started = clock()
         self._next_check = self._started + self._interval
@@ -207,6 +210,7 @@ class PeriodicMaintenance:
                 self._options,
                 small_files=self._small_files,
                 now=datetime.fromtimestamp(now, UTC),
+                handle=self._handles[table.path],
             )
             if report is not None:
                 log.info("maintenance: %s", report.line())

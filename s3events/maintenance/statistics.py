@@ -11,12 +11,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from s3events.infra import aws, delta, delta_log, delta_stats
+from s3events.infra import aws, delta_log, delta_stats
 from s3events.infra.file_stats import has_bounds
 from s3events.maintenance.model import APP_ID
 
@@ -58,13 +58,14 @@ def files_of(table: DeltaTable) -> set[str]:
     return set(pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist())
 
 
-def restate_new(path: str, storage: aws.StorageOptions, before: set[str], *, label: str) -> int:
-    """Restate the files added since `before` (a compaction's), when restating gives them bounds that
-    delta-rs left out."""
-    opened = delta.open_table(path, aws.resolve(storage))
-    if opened is None or not gains_bounds(pa.schema(opened.schema())):
+def restate_new(
+    path: str, storage: Mapping[str, str], table: DeltaTable, before: set[str], *, label: str
+) -> int:
+    """Restate the files added since `before` (a compaction's; `table`: the table after it), when
+    restating gives them bounds that delta-rs left out."""
+    if not gains_bounds(pa.schema(table.schema())):
         return 0
-    return delta_stats.restate(path, aws.resolve(storage), _added_since(before), label=label)
+    return delta_stats.restate(path, storage, _added_since(before), label=label)
 
 
 def gains_bounds(schema: pa.Schema) -> bool:

@@ -33,6 +33,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from s3events.errors import CommitConflict
 from s3events.infra import aws, delta, delta_commit, delta_stats
+from s3events.infra.delta import TableHandle
 from s3events.infra.parquet_files import partition_value
 from s3events.infra.table_info import DataFiles, data_files
 from s3events.maintenance import statistics
@@ -89,7 +90,8 @@ def maintain(
     if options.dry_run:
         report.compacted_from = crowded.small_files
     elif crowded.small_files:
-        _compact_under_lease(table.path, storage, options, now=now, report=report, crowded=crowded)
+        handle = handle_for(table.path, storage)
+        _compact_under_lease(handle, options, now=now, report=report, crowded=crowded)
     current = _open(table.path, storage)
     # 3. checkpoint, when enough commits followed the last one
     checkpointed = current.transaction_version(CHECKPOINTED_AT)
@@ -137,6 +139,14 @@ def _clean(
     report.vacuumed = len(removed)
 
 
+def handle_for(path: str, storage: aws.StorageOptions) -> TableHandle:
+    """A handle on the table for the steps of one compaction (or the checks of a process): opened once,
+    then brought up to date commit by commit. Each open reads the last checkpoint, which holds every
+    file removed within the tombstone retention (a week by default), so it grows with the table's
+    history while the updates between steps read a commit or two."""
+    return TableHandle(path, lambda: aws.resolve(storage))
+
+
 def compact_if_crowded(
     table: TableToMaintain,
     storage: aws.StorageOptions,
@@ -144,10 +154,13 @@ def compact_if_crowded(
     *,
     small_files: int,
     now: datetime,
+    handle: TableHandle | None = None,
 ) -> TableReport | None:
     """Compaction alone, of the partitions (or the unpartitioned table) holding at least `small_files`
-    small files (between full passes, so commit cost stays flat); None when none does (or no table)."""
-    opened = delta.open_table(table.path, aws.resolve(storage))
+    small files (between full passes, so commit cost stays flat); None when none does (or no table).
+    `handle`: the caller's kept handle on the table (a periodic check), else one for this call."""
+    handle = handle or handle_for(table.path, storage)
+    opened = handle.latest()
     if opened is None:
         return None
     started = time.monotonic()
@@ -158,8 +171,8 @@ def compact_if_crowded(
         return None
     report = TableReport(table.label, table.path, compaction_only=True)
     _measure_before(report, opened, files, options)
-    _compact_under_lease(table.path, storage, options, now=now, report=report, crowded=crowded)
-    _measure_after(report, _open(table.path, storage), started)
+    _compact_under_lease(handle, options, now=now, report=report, crowded=crowded)
+    _measure_after(report, _latest(handle), started)
     return report
 
 
@@ -211,24 +224,23 @@ def _crowded(files: DataFiles, options: MaintenanceOptions, *, min_small: int) -
 
 
 def _compact_under_lease(
-    path: str,
-    storage: aws.StorageOptions,
+    handle: TableHandle,
     options: MaintenanceOptions,
     *,
     now: datetime,
     report: TableReport,
     crowded: _Crowded,
 ) -> None:
-    lease = _take_lease(path, storage, now=int(now.timestamp()))
+    lease = _take_lease(handle, now=int(now.timestamp()))
     if isinstance(lease, str):
         report.notes.append(lease)
         return
-    before = statistics.files_of(_open(path, storage))
+    before = statistics.files_of(_latest(handle))
     try:
-        metrics = _compact(path, storage, options, crowded.filters)
+        metrics = _compact(handle, options, crowded.filters)
     finally:
-        _release_lease(path, storage, lease)
-    statistics.restate_new(path, storage, before, label=report.label)
+        _release_lease(handle, lease)
+    statistics.restate_new(handle.path, handle.storage_options(), _latest(handle), before, label=report.label)
     report.compacted_from = int(metrics.get("numFilesRemoved", 0))
     report.compacted_into = int(metrics.get("numFilesAdded", 0))
     report.compacted_bytes = int(metrics.get("bytesRemoved", 0))
@@ -241,6 +253,13 @@ def _open(path: str, storage: aws.StorageOptions) -> DeltaTable:
     return table
 
 
+def _latest(handle: TableHandle) -> DeltaTable:
+    table = handle.latest()
+    if table is None:
+        raise FileNotFoundError(f"{handle.path} disappeared during maintenance")
+    return table
+
+
 _retry_conflicts = retry(
     retry=retry_if_exception_type((CommitFailedError, CommitConflict)),
     wait=wait_exponential_jitter(multiplier=0.2, max=5.0),
@@ -249,9 +268,9 @@ _retry_conflicts = retry(
 )
 
 
-def _take_lease(path: str, storage: aws.StorageOptions, *, now: int) -> int | str:
+def _take_lease(handle: TableHandle, *, now: int) -> int | str:
     """The epoch second our compaction lease expires, or why another pass holds it."""
-    held = _open(path, storage).transaction_version(LEASE)
+    held = _latest(handle).transaction_version(LEASE)
     if held is not None and held > now:
         return (
             f"compaction skipped: another maintenance pass holds this table's compaction lease until "
@@ -260,31 +279,30 @@ def _take_lease(path: str, storage: aws.StorageOptions, *, now: int) -> int | st
         )
     until = now + LEASE_SECONDS
     try:
-        _commit_marks(path, storage, {LEASE: until}, expected={LEASE: held})
+        _commit_marks(handle, {LEASE: until}, expected={LEASE: held})
     except CommitConflict:
         return "compaction skipped: another maintenance pass took this table's compaction lease first"
     return until
 
 
-def _release_lease(path: str, storage: aws.StorageOptions, lease: int) -> None:
+def _release_lease(handle: TableHandle, lease: int) -> None:
     """Free the lease unless the compaction commit did (or the lease expired and another pass took it)."""
-    if _open(path, storage).transaction_version(LEASE) == lease:
+    if _latest(handle).transaction_version(LEASE) == lease:
         try:
-            _commit_marks(path, storage, {LEASE: 0}, expected={LEASE: lease})
+            _commit_marks(handle, {LEASE: 0}, expected={LEASE: lease})
         except CommitConflict:
-            log.info("%s: the compaction lease changed hands meanwhile; leaving it", path)
+            log.info("%s: the compaction lease changed hands meanwhile; leaving it", handle.path)
 
 
 @_retry_conflicts
 def _compact(
-    path: str,
-    storage: aws.StorageOptions,
+    handle: TableHandle,
     options: MaintenanceOptions,
     filters: list[tuple[str, str, Any]] | None,
 ) -> dict[str, int]:
     """Bin-pack small files on a fresh snapshot, releasing the lease in the same commit; another
     writer winning the race costs a retry."""
-    table = _open(path, storage)
+    table = _latest(handle)
     metrics = table.optimize.compact(
         partition_filters=filters,
         target_size=options.target_file_bytes,
@@ -309,24 +327,24 @@ def _set_log_retention(path: str, storage: aws.StorageOptions, wanted: str) -> N
 @_retry_conflicts
 def _record(path: str, storage: aws.StorageOptions, marks: dict[str, int]) -> None:
     """The pass's marks; absolute values, so a commit lost to a concurrent pass is simply made again."""
-    _commit_marks(path, storage, marks)
+    _commit_marks(handle_for(path, storage), marks)
 
 
 def _commit_marks(
-    path: str,
-    storage: aws.StorageOptions,
+    handle: TableHandle,
     marks: dict[str, int],
     *,
     expected: dict[str, int | None] | None = None,
 ) -> None:
-    table = _open(path, storage)
+    table = _latest(handle)
     delta_commit.commit_files(
-        path,
+        handle.path,
         [],
         schema=pa.schema(table.schema()),
         partition_by=list(table.metadata().partition_columns),
-        storage_options=aws.resolve(storage),
+        storage_options=handle.storage_options(),
         transactions=marks,
         expected_transactions=expected,
         custom_metadata=_WRITER,
+        handle=handle,
     )
