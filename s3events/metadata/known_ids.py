@@ -1,12 +1,13 @@
 """The event ids the metadata table holds, in capture's memory: a commit whose ids are all new can then be
 an append checked here instead of a MERGE that reads the dedupe window's rows back from storage.
 
-An id is kept as its first 64 bits (a SHA-256 in hex, so uniform): 8 bytes per row of the window. The set
-only routes a batch: an id it may hold sends the batch through the MERGE, which decides exactly, so two
-ids sharing a prefix (odds about rows x batch / 2^64) cost one MERGE, never an event. The direction that
-must hold is the other one: every id the table holds among rows captured since `floor`, as of table
-`version`, is in the set. Rows leave it in whole chunks once every row of a chunk is older than the
-window, so memory follows the window's rows, not the table's history.
+An id is kept as its first 64 bits (a SHA-256 in hex, so uniform): 8 bytes per row of the window, and
+about 70 per id of the open chunk (at most SEAL_IDS, an hour's). The set only routes a batch: an id it
+may hold sends the batch through the MERGE, which decides exactly, so two ids sharing a prefix (odds
+about rows x batch / 2^64) cost one MERGE, never an event. The direction that must hold is the other
+one: every id the table holds among rows captured since `floor`, as of table `version`, is in the set.
+Rows leave it in whole chunks once every row of a chunk is older than the window, so memory follows the
+window's rows, not the table's history.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ for _value, _digit in enumerate(b"0123456789abcdef"):
     _NIBBLE[_digit] = _value
     _NIBBLE[bytes([_digit]).upper()[0]] = _value
 
-# The open chunk is sealed (sorted, searched by bisection) at this many ids or this age; sealed chunks
-# are what expires.
+# The open chunk (a set: each commit adds to it and searches it, so neither may cost its size) is sealed
+# (sorted, searched by bisection) at this many ids or this age; sealed chunks are what expires.
 SEAL_IDS = 1 << 16
 SEAL_AGE = timedelta(hours=1)
 
@@ -69,12 +70,12 @@ class KnownIds:
     floor: datetime | None
     skew: timedelta
     _sealed: list[_Chunk] = field(default_factory=list)
-    _open: list[np.ndarray] = field(default_factory=list)
+    _open: set[int] = field(default_factory=set)
     _open_since: datetime | None = None
     _open_newest: datetime | None = None
 
     def __len__(self) -> int:
-        return sum(len(c.prefixes) for c in self._sealed) + sum(len(p) for p in self._open)
+        return sum(len(c.prefixes) for c in self._sealed) + len(self._open)
 
     def covers(self, since: datetime | None) -> bool:
         """Whether the set holds every id of rows captured since `since` (None: every row)."""
@@ -91,24 +92,24 @@ class KnownIds:
             found = chunk.prefixes[np.minimum(at, len(chunk.prefixes) - 1)] == wanted
             if found.any():
                 return True
-        return bool(self._open) and bool(np.isin(wanted, np.concatenate(self._open)).any())
+        return not self._open.isdisjoint(wanted.tolist())
 
     def add(self, ids: pa.Array | pa.ChunkedArray, *, version: int, now: datetime) -> None:
         """Ids the table holds from `version` on, captured at `now` at the latest."""
         new = prefixes(ids)
         if len(new):
-            self._open.append(new)
+            self._open.update(new.tolist())
             self._open_since = self._open_since or now
             self._open_newest = now if self._open_newest is None else max(self._open_newest, now)
-            if sum(len(p) for p in self._open) >= SEAL_IDS or now - self._open_since >= SEAL_AGE:
+            if len(self._open) >= SEAL_IDS or now - self._open_since >= SEAL_AGE:
                 self._seal()
         self.version = version
 
     def _seal(self) -> None:
         assert self._open_newest is not None
-        merged = np.unique(np.concatenate(self._open))
+        merged = np.sort(np.fromiter(self._open, dtype=np.uint64, count=len(self._open)))
         self._sealed.append(_Chunk(merged, self._open_newest))
-        self._open, self._open_since, self._open_newest = [], None, None
+        self._open, self._open_since, self._open_newest = set(), None, None
 
     def expire(self, *, now: datetime, window: timedelta) -> int:
         """Drop the sealed chunks whose every row is older than `window`; the ids dropped."""
