@@ -114,12 +114,15 @@ def a_month_of_object_lives(landing: Landing, settings: Any) -> None:
     capture(settings)
 
 
+# One case per removal policy (each its own metadata table, lived through the same steps): the workers
+# share the two cases, as they could not share one case holding both policies' targets.
 @pytest.mark.timeout(1800)
+@pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_the_snapshot_way_gives_what_the_whole_change_feed_gives_also_after_log_cleanup_and_vacuum(
-    make_stack, s3, spark, tmp_path
+    make_stack, s3, spark, tmp_path, policy
 ):
     stack = make_stack()
-    names = [f"{policy}_{way}" for policy in POLICIES for way in ("feed", "snapshot", "refeed", "late")]
+    names = [f"{policy}_{way}" for way in ("feed", "snapshot", "refeed", "late")]
     # A first maintenance pass writes a checkpoint: log cleanup then removes the entries behind it.
     settings = settings_for(stack, targets_conf(tmp_path, *names), source__queue__long__poll__wait=0)
     landing = Landing(stack, s3)
@@ -131,20 +134,21 @@ def test_the_snapshot_way_gives_what_the_whole_change_feed_gives_also_after_log_
     assert not run_ingest(settings, once=True, targets=snapshot_way, spark=spark).failed
 
     paths = {name: str(tmp_path / name) for name in names}
-    for policy in POLICIES:
-        assert lines(paths[f"{policy}_snapshot"]) == lines(paths[f"{policy}_feed"]), policy
-    assert lines(paths["mirror_snapshot"]) == landing.live_lines("in/")  # live objects only
-    keep = lines(paths["keep_snapshot"])
-    assert not landing.live_lines("in/") - keep and set(keep.values()) == {1}  # each content once
+    assert lines(paths[f"{policy}_snapshot"]) == lines(paths[f"{policy}_feed"])
+    if policy == "mirror":
+        assert lines(paths["mirror_snapshot"]) == landing.live_lines("in/")  # live objects only
+    else:
+        keep = lines(paths["keep_snapshot"])
+        assert not landing.live_lines("in/") - keep and set(keep.values()) == {1}  # each content once
 
     # Both ways follow the change feed from here: what lands next lands the same.
     landing.put("in/f.json", 0)
     landing.delete("in/a.json")
     capture(settings)
     assert not run_ingest(settings, once=True, targets=feed_way + snapshot_way, spark=spark).failed
-    for policy in POLICIES:
-        assert lines(paths[f"{policy}_snapshot"]) == lines(paths[f"{policy}_feed"]), policy
-    assert lines(paths["mirror_snapshot"]) == landing.live_lines("in/")
+    assert lines(paths[f"{policy}_snapshot"]) == lines(paths[f"{policy}_feed"])
+    if policy == "mirror":
+        assert lines(paths["mirror_snapshot"]) == landing.live_lines("in/")
 
     # What the whole change feed gives new targets now, while the log is whole (S3 has moved on: a removed
     # object's content can no longer be read by a target that did not read it before).
@@ -170,9 +174,9 @@ def test_the_snapshot_way_gives_what_the_whole_change_feed_gives_also_after_log_
     with pytest.raises(FatalError, match="--rebuild"):
         build_ingest(settings, targets=late, start_at=-1, spark=spark).run_once()  # the feed from 0
     assert not run_ingest(settings, once=True, targets=late, spark=spark).failed
-    for policy in POLICIES:
-        assert lines(paths[f"{policy}_late"]) == lines(paths[f"{policy}_refeed"]), policy
-    assert lines(paths["mirror_late"]) == landing.live_lines("in/")
+    assert lines(paths[f"{policy}_late"]) == lines(paths[f"{policy}_refeed"])
+    if policy == "mirror":
+        assert lines(paths["mirror_late"]) == landing.live_lines("in/")
 
 
 # ------------------------------------------------------------------------------------- kills mid-bootstrap
