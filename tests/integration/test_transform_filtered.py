@@ -8,6 +8,7 @@ commit's info and `status` give every target the same count."""
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ SECOND = [{"id": 3, "qty": 5, "tags": ["c"]}, {"id": 4, "qty": 6, "tags": ["d"]}
 FILTER = "SELECT id, qty, tags[0] AS tag FROM src WHERE id IS NOT NULL AND size(tags) > 0"
 EXPLODE = "SELECT id, qty, tag FROM src LATERAL VIEW explode(tags) t AS tag WHERE id IS NOT NULL"
 UNION = f"{FILTER} UNION ALL SELECT id, qty, 'z' AS tag FROM src WHERE id = 1"  # id 1's rows twice
+# Evaluated in Arrow where the fast path reads an append target's files (the transform's Arrow route).
+ARROW = "SELECT id, qty, CAST(id AS STRING) AS tag FROM src WHERE id IS NOT NULL AND qty <> 3"
 ROUTES = {
     "driver": {"driver__read__max__bytes": str(1 << 30)},
     "executors": {"driver__read__max__bytes": "0"},
@@ -66,11 +69,13 @@ def _commit_filtered(path: str) -> int:
         pytest.param(FILTER, 4, 3, id="a filter"),  # (1, "a") twice when appended, once merged
         pytest.param(EXPLODE, 5, 4, id="a filter and a generator"),
         pytest.param(UNION, 6, 4, id="a filter in branches of a union"),
+        pytest.param(ARROW, 4, 3, id="a filter evaluated in Arrow"),
     ],
 )
 def test_every_route_counts_the_rows_the_transform_removed_and_not_the_merge_s_reduction(
-    make_stack: Any, s3: Any, spark: Any, tmp_path: Path, sql: str, appended: int, merged: int
+    make_stack: Any, s3: Any, spark: Any, tmp_path: Path, sql: str, appended: int, merged: int, caplog: Any
 ):
+    caplog.set_level(logging.INFO, logger="s3events.ingest.files.transform_arrow_route")
     stack = make_stack()
     s3.put_object(Bucket=stack.bucket, Key="in/first.json", Body=jsonl(FIRST))
     s3.put_object(Bucket=stack.bucket, Key="in/second.json", Body=jsonl(SECOND))
@@ -93,3 +98,5 @@ def test_every_route_counts_the_rows_the_transform_removed_and_not_the_merge_s_r
         transform = status[name].transform
         assert transform is not None and transform.rows_filtered == 2, name
     assert totals.filtered == 2 * len(targets)
+    in_arrow = {r.getMessage().split(".")[3] for r in caplog.records if "runs in Arrow" in r.getMessage()}
+    assert in_arrow == ({"append_driver", "append_executors"} if sql == ARROW else set())

@@ -27,6 +27,8 @@ PURE = [
     "s3events.ingest.merge_scope",
     "s3events.ingest.deletes",
     "s3events.ingest.files.transform_sql",
+    "s3events.ingest.files.transform_arrow",  # runs in executors: a transform's Arrow plan
+    "s3events.ingest.files.transform_arrow_plan",
     "s3events.status.model",
     "s3events.catalog.model",
     "s3events.catalog.ports",

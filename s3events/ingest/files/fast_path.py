@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,6 +55,7 @@ class FastResult:
     ignored_fields: tuple[str, ...] = ()  # new fields schema.evolution=ignore dropped
     errors: list[pa.Table] = field(default_factory=list)  # a single-path format's error rows (ERROR_SCHEMA)
     untyped: frozenset[str] = frozenset()  # new columns only null in the fast files (which lack them)
+    filtered: int = 0  # rows a transform in Arrow (`reshape`) removed
 
     @property
     def rows(self) -> int:
@@ -71,9 +73,12 @@ def run_fast(
     existing: pa.Schema | None,
     aws: AwsOptions,
     ingested_at: datetime,
+    reshape: Callable[[pa.Table], pa.Table] | None = None,
 ) -> FastResult:
+    """`reshape`: a transform's Arrow plan, run by the tasks over each file's rows (`fast_task`)."""
     keep = kept_columns(target, existing)
-    rows = _run_tasks(spark, files, target, parser=parser, aws=aws, ingested_at=ingested_at, keep=keep)
+    task = partial(_run_tasks, spark, files, target, parser=parser, aws=aws, ingested_at=ingested_at)
+    rows = task(keep=keep, reshape=reshape)
     staged = [r["staged"] for r in rows if r["staged"] is not None]
     merge_keys = [pa.ipc.open_stream(pa.py_buffer(r["rows"])).read_all() for r in rows if r["rows"]]
     if staged:
@@ -111,7 +116,17 @@ def run_fast(
     untyped = _only_null(task_schemas)
     if isinstance(merged, MergeInput):  # the written files, if any, are the merge input's
         return FastResult([], schema, rest, reasons, merged, ignored, errors, untyped)
-    return FastResult(written, schema, rest, reasons, ignored_fields=ignored, errors=errors, untyped=untyped)
+    filtered = sum(r["filtered"] or 0 for r in rows)
+    return FastResult(
+        written,
+        schema,
+        rest,
+        reasons,
+        ignored_fields=ignored,
+        errors=errors,
+        untyped=untyped,
+        filtered=filtered,
+    )
 
 
 def _only_null(task_schemas: list[pa.Schema]) -> frozenset[str]:
@@ -143,6 +158,7 @@ def _run_tasks(
     aws: AwsOptions,
     ingested_at: datetime,
     keep: frozenset[str] | None = None,
+    reshape: Callable[[pa.Table], pa.Table] | None = None,
 ) -> list[dict[str, Any]]:
     """Every task's result rows: from a Spark job, or from threads of the driver for a small batch."""
     tasks = task_count(spark, files)
@@ -164,6 +180,7 @@ def _run_tasks(
         key_columns=target.key_columns,
         keep=keep,
         rescued=target.rescued_column,
+        reshape=reshape,
     )
     if in_driver:
         log.debug("target %s: %d files read in the driver (driver.read.max.bytes)", target.name, len(files))

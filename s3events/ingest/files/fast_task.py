@@ -65,6 +65,7 @@ _OUT_SCHEMA = pa.schema(
         pa.field("files", pa.int64()),  # the files a task was given (one row per task)
         pa.field("dropped", pa.string()),  # a new field schema.evolution=ignore dropped (one row each)
         pa.field("errors", pa.binary()),  # a single-path format's error rows (IPC, ERROR_SCHEMA; one row)
+        pa.field("filtered", pa.int64()),  # rows a transform in Arrow (`reshape`) removed (one row)
     ]
 )
 
@@ -90,11 +91,14 @@ def fast_task(
     key_columns: KeyColumns | None = None,
     keep: frozenset[str] | None = None,
     rescued: str | None = None,
+    reshape: Callable[[pa.Table], pa.Table] | None = None,
 ) -> pa.RecordBatch:
     """One task's files: fetched, parsed, written as data files; a row per written file, per declined
     file and per CSV header line seen. Merge mode (`record_key`): what is written is each flush's
     latest row per record key (`latest_rows`), and a row hands back those rows' keys, with their
-    `marker` (delete.field) values (`stage`: through the table's staging directory)."""
+    `marker` (delete.field) values (`stage`: through the table's staging directory). `reshape`: a
+    transform's Arrow plan over each file's finished rows (`transform_arrow_route`; FileDeclined when
+    it cannot give Spark's answer)."""
     out: list[dict[str, object]] = []
     pending: list[tuple[FileRef, pa.Table]] = []
     held = 0
@@ -110,11 +114,15 @@ def fast_task(
         ordering_field=ordering_field,
         marker=marker,
         stage=stage,
+        reshaped=reshape is not None,
     )
     dropped: set[str] = set()  # new fields schema.evolution=ignore drops (`keep`)
     finish = partial(
         _finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped, rescued=rescued
     )
+    removed = [0]  # rows `reshape` removed
+    if reshape is not None:
+        finish = partial(_reshaped, finish=finish, reshape=reshape, removed=removed)
     remove = partial(remove_data_files, table_uri, options=aws)
     errors: list[pa.Table] = []  # a single-path format's error rows
     with contextlib.closing(fetched_ahead(refs, aws)) as objects:
@@ -132,7 +140,22 @@ def fast_task(
             pending.append((ref, table))
             held = _flushed_at_bound(pending, held + table.nbytes, out, flush)
     out.extend(flush(pending))
+    out.extend([{"filtered": removed[0]}] if removed[0] else [])
     return _result(out, headers, dropped, errors, ingested_at, len(refs))
+
+
+def _reshaped(
+    table: pa.Table,
+    uri: str,
+    *,
+    finish: Callable[[pa.Table, str], pa.Table],
+    reshape: Callable[[pa.Table], pa.Table],
+    removed: list[int],
+) -> pa.Table:
+    finished = finish(table, uri)
+    out = reshape(finished)
+    removed[0] += finished.num_rows - out.num_rows
+    return out
 
 
 def _flushed_at_bound(
@@ -166,7 +189,11 @@ def _whole_file(
     if parsed.table is None:
         out.append({"event_id": ref.event_id, "reason": parsed.reason})
         return None
-    return finish(parsed.table, ref.uri)
+    try:
+        return finish(parsed.table, ref.uri)
+    except FileDeclined as exc:  # a transform's Arrow plan could not give Spark's answer
+        out.append({"event_id": ref.event_id, "reason": exc.reason})
+        return None
 
 
 def _result(
@@ -338,6 +365,7 @@ def _flush(
     ordering_field: str | None,
     marker: str | None = None,
     stage: bool = False,
+    reshaped: bool = False,
 ) -> list[dict[str, object]]:
     if not pending:
         return []
@@ -348,7 +376,7 @@ def _flush(
     except TYPE_ERRORS as exc:
         return _declined(pending, f"types differ between files: {exc}")
     odd = [f.name for f in table.schema if f.name not in FIXED and not parser.keeps_type(f.type)]
-    if odd:  # e.g. structs merged in an order Spark would not give
+    if odd and not reshaped:  # e.g. structs merged in an order Spark would not give (a transform's: Spark's)
         return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()
     if record_key is not None:

@@ -115,6 +115,8 @@ class Transform:
         self.fans_out = True
         self._analysed = False  # whether the SQL has analysed against rows once (start-up or a batch)
         self._jvm: _Classes | None = None  # looked up at the first plan rewrite
+        # src's schema (IPC bytes) -> its Arrow plan, or why it runs on Spark (`transform_arrow_route`)
+        self.routes: dict[bytes, Any] = {}
 
     def check(self, schema: pa.Schema) -> pa.Schema:
         """The schema of the rows the transform writes for input rows of `schema`; ConfigError naming the

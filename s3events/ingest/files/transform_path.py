@@ -55,6 +55,7 @@ from s3events.ingest.files.transform import (
     quiet_spark_errors,
     rows_without_output,
 )
+from s3events.ingest.files.transform_arrow_route import run_arrow
 from s3events.ingest.files.transform_src import HeldSrc, ParsedSrc, conformed, held_src, parsed_src
 from s3events.ingest.model import Batch
 from s3events.ingest.target import TargetSpec
@@ -90,6 +91,11 @@ def _run(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> ReadOutput:
+    by_arrow = run_arrow(
+        spark, batch, target, transform, existing_schema=existing_schema, aws=aws, ingested_at=ingested_at
+    )
+    if by_arrow is not None:
+        return by_arrow
     scratch = new_scratch(target.path)
     as_src = replace(target, path=scratch, mode="append", partition_by=(), record_key=(), ordering_field=None)
     size = sum(f.size or 0 for f in batch.files)

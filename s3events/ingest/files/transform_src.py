@@ -161,6 +161,28 @@ def held_src(
     return HeldSrc(pa.concat_tables(tables) if tables else schema.empty_table(), schema, rows)
 
 
+def sample_schema(
+    spark: SparkSession,
+    files: tuple[FileRef, ...],
+    target: TargetSpec,
+    *,
+    parser: FileParser,
+    aws: AwsOptions,
+    ingested_at: datetime,
+) -> pa.Schema | None:
+    """src's schema as a batch of the smallest of `files` alone would have it (parsed on the driver);
+    None when the fast path declines that file."""
+    smallest = min(files, key=lambda f: f.size or 0)
+    if post_parse.key_failures((smallest,), target.key_columns):
+        return None
+    task = _task(target, parser, aws, ingested_at)
+    meta = [r for b in task(iter([smallest])) for r in b.select(_SMALL).to_pylist()]
+    if any(r["declined"] is not None for r in meta):
+        return None
+    schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in meta if r["schema"] is not None]
+    return table_schema(None, parser.known, schemas, last_columns(target), sort_new=parser.new_columns_sorted)
+
+
 def _task(
     target: TargetSpec, parser: FileParser, aws: AwsOptions, ingested_at: datetime
 ) -> partial[Iterator[pa.RecordBatch]]:
