@@ -98,6 +98,21 @@ def test_a_declared_schema_without_header_maps_fields_by_position():
     assert "fields" in (parse(b"1;x;z\n", known, declared=True, header=False, delimiter=";").reason or "")
 
 
+@pytest.mark.parametrize("multi_line", [False, True])
+def test_a_single_record_without_a_final_line_end_is_read(multi_line: bool) -> None:
+    known = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    for data in (b'1,"x,y"', b'1,"x,y"\r'):
+        parsed = parse(data, known, declared=True, header=False, multi_line=multi_line)
+        assert parsed.table is not None, parsed.reason
+        assert parsed.table.select(["id", "v"]).to_pylist() == [{"id": 1, "v": "x,y"}]
+
+
+def test_a_header_whose_quoted_field_holds_the_delimiter_names_its_columns() -> None:
+    parsed = parse(b'id,"a,b"\n1,2\n')  # two columns, not three
+    assert parsed.table is not None
+    assert parsed.table.select(["id", "a,b"]).to_pylist() == [{"id": 1, "a,b": 2}]
+
+
 def test_reader_options_map_to_the_fast_path_or_send_the_target_to_the_line_path():
     assert csv_options({}) == CsvOptions()
     assert csv_options({"header": "false", "sep": ";", "quote": "'"}) == CsvOptions(False, ";", "'", "\\")

@@ -23,6 +23,8 @@ TRICKY = [
     *["true", "FALSE", "TrUe", "yes", "abc", "x1", " 1", "1 ", "\t2", "2026-01-01", "T12", "t1", "١٢"],
     *["inf", "nanny", "-x", "Ttrue", "", None],
     *["+.5", "-5.", "1.e5", ".5e3", "nan", "INF", "infinity", "00.5", "+0", "1_0", "1,5", "1e400", "TRUE"],
+    # plain strings told in Python before any regex, and the characters where that cannot be told
+    *["  ", "\x01x", "\x00+1", "Ärger", "\u212a", "İnf", "ǹan", "Nancy", "T١", " true", "true "],
 ]
 NUMBERS = ["1.5", ".5", "+.5", "00.5", "-0", "+0", "-12", "007", "1" + "0" * 400, "2147483648"]
 STRINGS = ["abc", "hello world", "x1", "Ttrue"]  # plainly strings to Spark's inference
@@ -156,6 +158,21 @@ def test_one_plain_string_past_the_probed_values_makes_a_string_column() -> None
 def test_typed_looking_values_spark_reads_otherwise_are_declined() -> None:
     for values in (["2026-01-01"], ["1", "1e5"], ["NaN"], ["5."], ["true", "1"], ["falſe"], ["0x10"]):
         assert isinstance(infer(_column(values)), str), values
+
+
+def test_a_column_sliced_past_its_first_values_is_typed_by_its_own_values() -> None:
+    """As the fields past the header: the values left out hold bytes (a '.', an 'e', a '+', letters)
+    that must not count."""
+    for head, rest, expected in (
+        ("1.5e3", ["1", "2"], (pa.int32(), [1, 2])),
+        ("+x", ["1.5", "2"], (pa.float64(), [1.5, 2.0])),
+        ("abc", ["true", "False"], (pa.bool_(), [True, False])),
+    ):
+        for large in (False, True):
+            t = pa.large_string() if large else pa.string()
+            column = pa.chunked_array([pa.array([head, *rest], t)]).slice(1)
+            got = infer(column)
+            assert not isinstance(got, str) and (got[0], got[1].to_pylist()) == expected, (head, large)
 
 
 def test_signed_and_padded_numbers() -> None:

@@ -8,6 +8,7 @@ import csv
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -106,7 +107,8 @@ def repeats_header(fields: pa.Table, names: list[str | None]) -> bool:
 
 def fields_of(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
     """Every record's fields as strings (null for an empty field, quoted or not), header included: a
-    record is a line, or with `multi_line` may hold line breaks inside quotes. `data` must be UTF-8."""
+    record is a line, or with `multi_line` may hold line breaks inside quotes. `data` must be UTF-8.
+    `first_line` is the first record: its fields are the columns."""
     parse = pacsv.ParseOptions(
         delimiter=options.delimiter,
         quote_char=options.quote,
@@ -115,24 +117,35 @@ def fields_of(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
         newlines_in_values=options.multi_line,
         ignore_empty_lines=False,
     )
-    width = pacsv.read_csv(
-        pa.py_buffer(first_line + b"\n"),
+    # One read: the first record sets the width and the names f0, f1, ...; every name a field of it
+    # could have is typed string (names past its width are ignored), so nothing needs reading it first.
+    names = [f"f{i}" for i in range(first_line.count(options.delimiter.encode()) + 1)]
+    convert = pacsv.ConvertOptions(
+        column_types=dict.fromkeys(names, pa.string()),
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=True,
+        null_values=[""],
+        check_utf8=False,  # the caller checked the whole buffer
+    )
+    read = partial(
+        pacsv.read_csv,
         read_options=pacsv.ReadOptions(autogenerate_column_names=True),
         parse_options=parse,
-    ).num_columns
-    names = [f"f{i}" for i in range(width)]
-    return pacsv.read_csv(
-        pa.py_buffer(data),
-        read_options=pacsv.ReadOptions(column_names=names),
-        parse_options=parse,
-        convert_options=pacsv.ConvertOptions(
-            column_types=dict.fromkeys(names, pa.string()),
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=True,
-            null_values=[""],
-            check_utf8=False,  # the caller checked the whole buffer
-        ),
+        convert_options=convert,
     )
+    try:
+        fields = read(pa.py_buffer(data))
+    except pa.ArrowInvalid:
+        if data.endswith(b"\n"):
+            raise
+        # pyarrow counts the columns of a first record only once a line end closes it: a final one
+        # adds no record
+        fields = read(pa.py_buffer(data + b"\n"))
+    if fields.num_columns > len(names):  # pyarrow's first record is not `first_line`
+        raise pa.ArrowInvalid(
+            f"{fields.num_columns} fields in the first record, {len(names)} at most expected"
+        )
+    return fields
 
 
 def header_problem(names: list[str | None], known: pa.Schema) -> str | None:

@@ -10,16 +10,21 @@ more than 18 characters may become a decimal), boolean (`true`/`false` in any ca
 that no typed parser of Spark's could take). A column whose values could be dates or timestamps (or
 anything else Spark's lenient parsers might accept) is declined, unless one value is plainly a string.
 
-Each check is one kernel over the whole column, the cheap ones first: the first values are probed for a
-plain string, all-digit columns are cast without a regex, numbers are told by Arrow's own cast where its
-syntax is the rule's (then a few substring searches rule out exponents, NaN and Inf), and a column's
-values are converted once. Regexes run only over columns these cannot settle.
+Each check is one kernel over the whole column, the cheap ones first: the first values are probed in
+Python for a plain string (a regex over a few values costs more to compile than to run), all-digit
+columns are cast without a regex, numbers are told by Arrow's own cast where its syntax is the rule's
+(then a byte search of the values' data rules out exponents, NaN and Inf), and a column's values are
+converted once. Regexes run only over columns these cannot settle. The probes only save work: every
+result is decided by the whole-column checks.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,7 +45,20 @@ NUMBER = r"^[+-]?(?:[0-9]+|[0-9]*\.[0-9]+)$"
 MAYBE_TYPED = r"^[\x00-\x20]*(?:[+.\-]|\p{Nd}|[Tt]\p{Nd}|(?i:nan|inf)|(?i:true|false)$)"
 _PROBE = 32  # leading values looked at for a plain string before any whole-column check
 _LONGEST_DOUBLE = 18  # characters of a number Spark's inference surely types as double, not decimal
-_BOOLEANS = pa.array(["true", "false"])
+_CONTROL = "".join(map(chr, range(0x21)))  # what MAYBE_TYPED's leading [\x00-\x20]* skips
+# The ASCII characters a MAYBE_TYPED value may start with (after _CONTROL): a value starting with
+# another ASCII character (or with nothing) is plainly a string.
+_TYPED_START = frozenset("+.-0123456789TtNnIiFf")
+_NUMBER, _DOUBLE = re.compile(NUMBER.strip("^$")), re.compile(DOUBLE.strip("^$"))  # for fullmatch
+
+
+def _every_case(word: str) -> list[str]:
+    return ["".join(letters) for letters in itertools.product(*({c, c.upper()} for c in word))]
+
+
+# `true` and `false` in every case (Scala's toBoolean): what ASCII lowering turns into either, as no
+# other character lowers to their letters
+_BOOLEANS = pa.array(sorted([*_every_case("true"), *_every_case("false")]))
 
 
 def infer(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
@@ -50,19 +68,20 @@ def infer(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
     present = values.drop_null()
     if len(present) == 0:
         return pa.null(), pa.chunked_array([pa.nulls(len(values))])
-    if not _all_match(_probe(present), MAYBE_TYPED):
+    head = _head(present)
+    if _plain_string_ahead(head):
         return pa.string(), values  # one plain string makes the column a string column
     if _all(pc.ascii_is_decimal(present)):  # the commonest typed column, told without a regex
         return _integers(values)
-    doubles = _plain_numbers(values, present)
-    number = doubles is not None or _all_numbers(present, NUMBER)
-    if number and not _any(pc.match_substring(present, ".")):
+    doubles = _plain_numbers(values, present, head)
+    number = doubles is not None or _all_numbers(present, head, NUMBER)
+    if number and not _holds(present, b"."):
         return _integers(_without_plus(values, present))
     if number:
         if _any(pc.greater(pc.binary_length(present), _LONGEST_DOUBLE)):  # ASCII: bytes are characters
             return "a number of more than 18 characters (Spark may infer a decimal)"
         return pa.float64(), values.cast(pa.float64()) if doubles is None else doubles
-    booleans = _booleans(values, present)
+    booleans = _booleans(values, present, head)
     if booleans is not None:
         return pa.bool_(), booleans
     if not _all_match(present, MAYBE_TYPED):
@@ -83,7 +102,7 @@ def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
         return pa.chunked_array([pa.nulls(len(values))]) if values.null_count == len(values) else None
     present = values.drop_null()
     if to == pa.bool_():
-        return _booleans(values, present)
+        return _booleans(values, present, _head(present))
     if pa.types.is_decimal128(to):
         return _cast(values, to) if _all_match(present, DECIMAL) else None
     try:
@@ -93,10 +112,11 @@ def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
             return _without_plus(values, present).cast(to) if _all_match(present, INTEGER) else None
         if to == pa.float64():
             # Arrow's number syntax, NaN and Inf aside, is DOUBLE's (a failed cast costs a regex pass).
-            doubles = _cast(values, to) if _all_match(_probe(present), DOUBLE) else None
+            head = _head(present)
+            doubles = _cast(values, to) if all(map(_DOUBLE.fullmatch, head)) else None
             if doubles is not None and _all(pc.is_finite(doubles)):
                 return doubles
-            return values.cast(to) if _all_numbers(present, DOUBLE) else None
+            return values.cast(to) if _all_numbers(present, head, DOUBLE) else None
     except pa.ArrowInvalid:  # out of range
         return None
     return None
@@ -138,18 +158,18 @@ def _integers(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | 
     return pa.int64(), numbers
 
 
-def _plain_numbers(values: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray | None:
+def _plain_numbers(
+    values: pa.ChunkedArray, present: pa.ChunkedArray, head: list[str]
+) -> pa.ChunkedArray | None:
     """The values as doubles when each is a NUMBER, told by Arrow's cast instead of a regex: the syntax
     it takes, less NaN and Inf (not finite), exponents and a trailing '.', is NUMBER's. Else None.
     A cast that fails costs ten that succeed: the first values are probed first."""
-    if not _all_match(_probe(present), NUMBER):
+    if not all(map(_NUMBER.fullmatch, head)):
         return None
     doubles = _cast(values, pa.float64())
     if doubles is None or not _all(pc.is_finite(doubles)) or _any(pc.ends_with(present, ".")):
         return None
-    if _any(pc.match_substring(present, "e")) or _any(pc.match_substring(present, "E")):
-        return None
-    return doubles
+    return None if _holds(present, b"eE") else doubles
 
 
 def _cast(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
@@ -159,11 +179,11 @@ def _cast(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
         return None
 
 
-def _all_numbers(present: pa.ChunkedArray, pattern: str) -> bool:
+def _all_numbers(present: pa.ChunkedArray, head: list[str], pattern: str) -> bool:
     """Whether every value matches `pattern` (NUMBER or DOUBLE, which take digits with at most one '.'
     and no sign: DOUBLE also after the last digit, NUMBER not). Such values are told without a regex;
     the pattern runs over the others only (signs, exponents), and over the first few before anything."""
-    if not _all_match(_probe(present), pattern):
+    if not all(map((_NUMBER if pattern == NUMBER else _DOUBLE).fullmatch, head)):
         return False
     if pattern == NUMBER and _any(pc.ends_with(present, ".")):
         return False
@@ -171,28 +191,56 @@ def _all_numbers(present: pa.ChunkedArray, pattern: str) -> bool:
     return _all(plain) or _all_match(present.filter(pc.invert(plain)), pattern)
 
 
-def _booleans(values: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray | None:
+def _booleans(values: pa.ChunkedArray, present: pa.ChunkedArray, head: list[str]) -> pa.ChunkedArray | None:
     """The values as booleans when each is `true` or `false` in any case (Scala's toBoolean), else None.
     Arrow's cast alone would also take `1` and `0`."""
-    # ASCII lowering is enough: no other character lowers to a letter of `true` or `false`.
-    if not _all(pc.is_in(pc.ascii_lower(_probe(present)), value_set=_BOOLEANS)):
+    if not all(v.lower() in ("true", "false") for v in head) or not _all(pc.is_in(present, _BOOLEANS)):
         return None
-    lower = pc.ascii_lower(values)
-    if not _all(pc.is_in(lower.drop_null(), value_set=_BOOLEANS)):
-        return None
-    return lower.cast(pa.bool_())
+    return pc.equal(pc.binary_length(values), len("true"))  # `true` or `false`: told by their length
 
 
 def _without_plus(values: pa.ChunkedArray, present: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Arrow's integer parser takes no leading '+' (Java's does); a cheap literal search comes first."""
-    if not _any(pc.starts_with(present, "+")):
+    """Arrow's integer parser takes no leading '+' (Java's does); a cheap byte search comes first."""
+    if not _holds(present, b"+") or not _any(pc.starts_with(present, "+")):
         return values
     return pc.replace_substring_regex(values, r"^\+", "")
 
 
-def _probe(present: pa.ChunkedArray) -> pa.ChunkedArray:
+def _head(present: pa.ChunkedArray) -> list[str]:
     """The first values: one that fails a check the whole column must pass saves the pass."""
-    return present.slice(0, _PROBE)
+    return present.slice(0, _PROBE).to_pylist()
+
+
+def _plain_string_ahead(head: list[str]) -> bool:
+    """Whether one of the first values is plainly a string (matches no MAYBE_TYPED). Told in Python where
+    its first character (after _CONTROL) is ASCII, by RE2 for the others."""
+    undecided = []
+    for value in head:
+        rest = value.lstrip(_CONTROL)
+        if rest == "" or (rest[0] < "\x80" and rest[0] not in _TYPED_START):
+            return True
+        if rest[0] >= "\x80":
+            undecided.append(value)
+    return bool(undecided) and not _all_match(pa.chunked_array([undecided], pa.string()), MAYBE_TYPED)
+
+
+def _holds(present: pa.ChunkedArray, chars: bytes) -> bool:
+    """Whether a value holds one of the ASCII `chars` (which UTF-8 keeps out of multi-byte characters):
+    one numpy comparison per character over the values' data buffers, not a kernel call per value."""
+    for chunk in present.chunks:
+        offsets_type = {pa.string(): np.int32, pa.large_string(): np.int64}.get(chunk.type)
+        if offsets_type is None:  # e.g. string_view
+            if any(_any(pc.match_substring(chunk, chr(c))) for c in chars):
+                return True
+            continue
+        _, offsets, data = chunk.buffers()
+        ends = np.frombuffer(offsets, offsets_type)[[chunk.offset, chunk.offset + len(chunk)]]
+        if data is None or ends[0] == ends[1]:
+            continue
+        octets = np.frombuffer(data, np.uint8)[ends[0] : ends[1]]
+        if any(bool(np.any(octets == c)) for c in chars):
+            return True
+    return False
 
 
 def _all_match(values: pa.ChunkedArray, pattern: str) -> bool:
