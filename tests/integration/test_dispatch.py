@@ -351,6 +351,29 @@ def test_json_new_column_is_typed_from_the_fast_and_the_declined_files(
     assert fast.fast_path_files == fast_files
 
 
+def test_json_new_column_of_a_merge_batch_is_typed_from_the_fast_and_the_declined_files(
+    s3, aws_options, spark, tmp_path
+):
+    bodies = [b'{"k": 1, "id": null}\n{"k": 2, "id": null}\n', b'{"k": 2, "id": 1}\nnot json\n']
+    refs = _put(s3, _bucket(s3), f"json/{next(_RUNS)}", bodies, ".json")
+    batch, merge = Batch(refs, (), Checkpoint(-1), Checkpoint(0)), {"mode": "merge", "record.key": "k"}
+    outs = [
+        run_batch(
+            spark,
+            batch,
+            _target("json", tmp_path / str(fast), fast=fast, extra=merge),
+            existing_schema=None,
+            aws=aws_options,
+            ingested_at=INGESTED_AT,
+        )
+        for fast in (True, False)
+    ]
+    assert [out.fast_path_files for out in outs] == [1, 0]
+    assert outs[0].schema.field("id").type == outs[1].schema.field("id").type == pa.int64()
+    fast, line = (out.merge.take_rows().select(outs[1].schema.names) for out in outs if out.merge)
+    assert sorted(fast.to_pylist(), key=lambda r: r["k"]) == sorted(line.to_pylist(), key=lambda r: r["k"])
+
+
 def test_csv_new_column_is_typed_from_the_fast_and_the_declined_files(s3, aws_options, spark, tmp_path):
     # One header names every file's columns: a declined file sends a first batch to the line path whole.
     bodies = [b"id,name\n,a\n", b"id,name\n1,b\n1,b,c\n"]
