@@ -50,6 +50,7 @@ _CONTROL = "".join(map(chr, range(0x21)))  # what MAYBE_TYPED's leading [\x00-\x
 # another ASCII character (or with nothing) is plainly a string.
 _TYPED_START = frozenset("+.-0123456789TtNnIiFf")
 _NUMBER, _DOUBLE = re.compile(NUMBER.strip("^$")), re.compile(DOUBLE.strip("^$"))  # for fullmatch
+_DIGITS = re.compile("[0-9]+")
 
 
 def _every_case(word: str) -> list[str]:
@@ -71,7 +72,7 @@ def infer(values: pa.ChunkedArray) -> tuple[pa.DataType, pa.ChunkedArray] | str:
     head = _head(present)
     if _plain_string_ahead(head):
         return pa.string(), values  # one plain string makes the column a string column
-    if _all(pc.ascii_is_decimal(present)):  # the commonest typed column, told without a regex
+    if _all_digits(present, head):  # the commonest typed column, told without a regex
         return _integers(values)
     doubles = _plain_numbers(values, present, head)
     number = doubles is not None or _all_numbers(present, head, NUMBER)
@@ -107,7 +108,7 @@ def convert(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
         return _cast(values, to) if _all_match(present, DECIMAL) else None
     try:
         if to in INTEGERS:
-            if _all(pc.ascii_is_decimal(present)):
+            if _all_digits(present, _head(present)):
                 return values.cast(to)
             return _without_plus(values, present).cast(to) if _all_match(present, INTEGER) else None
         if to == pa.float64():
@@ -170,6 +171,11 @@ def _plain_numbers(
     if doubles is None or not _all(pc.is_finite(doubles)) or _any(pc.ends_with(present, ".")):
         return None
     return None if _holds(present, b"eE") else doubles
+
+
+def _all_digits(present: pa.ChunkedArray, head: list[str]) -> bool:
+    """Whether every value is ASCII digits (the first values looked at before the whole column)."""
+    return all(map(_DIGITS.fullmatch, head)) and _all(pc.ascii_is_decimal(present))
 
 
 def _cast(values: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray | None:
