@@ -8,9 +8,9 @@ time does not.
     S3EVENTS_TEST_COST=/tmp/cost.jsonl .venv/bin/python -m pytest -q -p no:xdist -p tests.cost tests/...
 
 One JSON line per test and phase is appended to the file `S3EVENTS_TEST_COST` names (default
-`.pytest_cache/test-cost.jsonl`). A JVM the
-process stops at the end of the session is not waited for: the last test's `"test"` line misses its
-CPU; read `"call"`.
+`.pytest_cache/test-cost.jsonl`). A process that ends unwaited by the tree (the JVM the session stops
+at the end, a Python worker its daemon forked) takes its CPU seconds out of the sum: the last test's
+`"test"` line misses the JVM's, and a call can show a second less, even below zero; compare medians.
 """
 
 from __future__ import annotations
