@@ -300,29 +300,32 @@ _LONGEST_FIRST = ("cluster", "process", "chaos", "interop", "integration")
 # first and next to each other, so xdist's first hand-out (two tests per worker) gives them to one worker
 # and the fixture starts once.
 _TOGETHER_FIRST = ("tests/integration/test_standalone_cluster.py::",)
-# Then the tests `--durations` shows slowest (the last CI run's 25 slowest calls, then earlier ones), by node
-# id prefix, slowest first: started early they overlap the rest instead of ending the run alone (the CSV
-# property test took 100 s there). docs/development.md's table says why each is slow.
+# Then the tests `--durations` shows slowest (an idle run's 25 slowest calls on 4 workers, then earlier
+# runs'), by node id prefix, slowest first: started early they overlap the rest instead of ending the run
+# alone. A test split into cases stands where one case would. docs/development.md's table says why each
+# is slow.
 _SLOWEST = (
+    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
+    "tests/integration/test_dispatch_transform.py::test_csv_files",
+    "tests/integration/test_dispatch_whole_files.py::test_multi_line_csv",
+    "tests/interop/test_interop_pipeline.py::",
     "tests/integration/test_dispatch.py::test_csv_files_give_the_same_rows",
     "tests/interop/test_interop_stats.py::test_filters_at_every_file_edge",
-    "tests/integration/test_fault_rate.py::",
-    "tests/integration/test_ingest_processes.py::test_continuous_ingest_sigkilled_mid_run",
-    "tests/interop/test_interop_pipeline.py::",
-    "tests/integration/test_dispatch.py::test_json_files_give_the_same_rows",
+    "tests/integration/test_ingest_fast_path_formats.py::test_csv_fast_path",
     "tests/integration/test_ingest_bootstrap.py::test_rebuild_replaces",
-    "tests/integration/test_dispatch_transform.py::test_csv_files",
-    "tests/integration/test_schema_modes_model.py::",
+    "tests/integration/test_dispatch.py::test_csv_hints",
+    "tests/interop/test_interop_catalog_hive.py::",
     "tests/integration/test_object_lives.py::",
     "tests/integration/test_ingest_bootstrap.py::test_the_snapshot_way",
-    "tests/integration/test_dispatch.py::test_csv_hints",
     "tests/integration/test_ingest_crash_points.py::",
-    "tests/interop/test_interop_catalog_hive.py::",
-    "tests/integration/test_ingest_fast_path_formats.py::test_csv_fast_path",
-    "tests/integration/test_dispatch.py::test_json_hints",
-    "tests/integration/test_dispatch.py::test_csv_decimal_hints",
-    "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
+    "tests/integration/test_dispatch.py::test_json_files_give_the_same_rows",
+    "tests/integration/test_fault_rate.py::",
     "tests/integration/test_endpoint_outage.py::",
+    "tests/integration/test_schema_modes_model.py::",
+    "tests/integration/test_dispatch.py::test_csv_decimal_hints",
+    "tests/integration/test_dispatch.py::test_json_decimal_hints",
+    "tests/integration/test_demo.py::test_demo_runs_capture_backfill_and_ingest",
+    "tests/integration/test_dispatch.py::test_json_hints",
     "tests/integration/test_dispatch_transform.py::test_json_files",
     "tests/integration/test_dispatch.py::test_json_names_differing_only_in_case",
     "tests/integration/test_lost_answers.py::",
