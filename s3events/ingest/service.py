@@ -77,6 +77,9 @@ class SparkRead:
         for spec in specs:
             if spec.name in self._transforms and spec.schema_ddl:  # src known: analysed before any batch
                 self._transform(spec).check(declared_arrow_schema(spec))
+                from s3events.ingest.files.transform_arrow_route import announce
+
+                announce(self._transform(spec), spec, declared_arrow_schema(spec))  # which route, and why
 
     @property
     def spark(self) -> Any:

@@ -8,6 +8,7 @@ route makes an error row."""
 
 from __future__ import annotations
 
+import logging
 import math
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -18,9 +19,12 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from s3events.config import load_settings
 from s3events.ingest.files.transform import Transform, TransformSpec, quiet_spark_errors
 from s3events.ingest.files.transform_arrow import NotOurAnswer, evaluate
 from s3events.ingest.files.transform_arrow_route import arrow_plan
+from s3events.ingest.service import SparkRead
+from s3events.ingest.target import target_specs
 
 pytestmark = pytest.mark.integration
 
@@ -225,3 +229,31 @@ def test_the_arrow_plan_gives_spark_s_rows_or_declines(spark: Any, table: pa.Tab
     assert expected is not None, f"Spark raised for {sql}, the Arrow plan answered {got.to_pylist()}"
     assert [(f.name, f.type) for f in got.schema] == [(f.name, f.type) for f in expected.schema], sql
     assert _comparable(got) == _comparable(expected), sql
+
+
+def test_start_up_says_which_route_each_target_s_transform_takes_and_why(
+    spark: Any, caplog: Any, tmp_path: Any
+):
+    caplog.set_level(logging.INFO, logger="s3events.ingest.files.transform_arrow_route")
+    targets = {
+        "cast": ("SELECT *, CAST(n AS STRING) AS s FROM src WHERE n > 1", ""),
+        "upper": ("SELECT upper(name) AS u FROM src", ""),
+        "merged": ("SELECT * FROM src", "mode=merge record.key=n"),
+    }
+    conf = [f"s3events.ingest.targets={','.join(targets)}"]
+    for name, (sql, extra) in targets.items():
+        conf += [f"s3events.ingest.target.{name}.{kv}" for kv in (f"path={tmp_path / name}", "format=json")]
+        conf += [f"s3events.ingest.target.{name}.schema=n BIGINT, name STRING"]
+        conf += [f"s3events.ingest.target.{name}.transform.sql={sql}"]
+        conf += [f"s3events.ingest.target.{name}.{kv}" for kv in extra.split()]
+    settings = load_settings(None, conf)
+
+    SparkRead(settings, target_specs(settings), spark=spark)
+
+    said = {r.getMessage().split(".")[3]: r.getMessage().split(": ", 1)[1] for r in caplog.records}
+    assert said == {
+        "cast": "the transform runs in Arrow (every step of its plan is proven equal)",
+        "upper": "the transform runs on Spark: its plan has Upper (not among the expressions evaluated in "
+        "Arrow)",
+        "merged": "the transform runs on Spark: the target merges (the Arrow route appends only)",
+    }

@@ -138,6 +138,21 @@ def _translated(transform: Transform, src: pa.Schema) -> ArrowPlan | str:
     return found
 
 
+def announce(transform: Transform, target: TargetSpec, src: pa.Schema) -> None:
+    """At start-up, when `src` is known (the target declares `schema`): the log line saying which route
+    the target's transform takes, and why."""
+    if not _noted_ineligible(transform, target):
+        arrow_plan(transform, src)
+
+
+def _noted_ineligible(transform: Transform, target: TargetSpec) -> bool:
+    why = _ineligible(target)
+    if why is not None and b"" not in transform.routes:
+        transform.routes[b""] = why
+        log.info("%s: the transform runs on Spark: %s", transform.spec.key, why)
+    return why is not None
+
+
 def _plan_for(
     spark: SparkSession,
     batch: Batch,
@@ -146,11 +161,7 @@ def _plan_for(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> ArrowPlan | None:
-    why = _ineligible(target)
-    if why is not None:
-        if not transform.routes:
-            transform.routes[b""] = why
-            log.info("%s: the transform runs on Spark: %s", transform.spec.key, why)
+    if _noted_ineligible(transform, target):
         return None
     parser = _parser(target)
     if parser is None or not batch.files:
