@@ -39,7 +39,7 @@ from s3events.ingest.files.formats.base import (
     parse_or_decline,
 )
 from s3events.ingest.files.key_columns import KeyColumns
-from s3events.ingest.files.lineage import FIXED, INGESTED_AT, TIMESTAMP, lineage_columns
+from s3events.ingest.files.lineage import FIXED, lineage_columns
 from s3events.ingest.files.lines import codec_for_key
 from s3events.ingest.files.merge_input import TYPE_ERRORS
 from s3events.ingest.files.objects import MAX_OBJECT_BYTES, Fetched, fetch
@@ -209,7 +209,7 @@ def _result(
     out.extend({"header": header} for header in sorted(headers))
     out.extend({"dropped": name} for name in sorted(dropped))
     if errors:
-        out.append({"errors": _ipc(_stamped(pa.concat_tables(errors), ingested_at))})
+        out.append({"errors": _ipc(post_parse.stamped(pa.concat_tables(errors), ingested_at))})
     out.append({"files": files})
     return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
 
@@ -241,10 +241,6 @@ def file_error(ref: FileRef, etag: str | None, reason: str) -> pa.Table:
     lineage = lineage_columns(ref, etag, None, 1)
     columns = [*lineage[:3], pa.nulls(1, pa.string()), pa.array([reason], pa.string()), lineage[3]]
     return pa.Table.from_arrays(columns, schema=LINE_ERROR_SCHEMA)
-
-
-def _stamped(errors: pa.Table, ingested_at: datetime) -> pa.Table:
-    return errors.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, TIMESTAMP), errors.num_rows))
 
 
 def _finish(

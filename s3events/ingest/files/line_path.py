@@ -1,9 +1,9 @@
 """The line path: every format with two paths, through Spark (text and Parquet have one: their
 `formats/` modules). A JSON, CSV or XML object is split into lines or records on the executors
 (`objects.read_lines`), parsed line by line by the format's Spark parser (from_json, from_csv), and an
-Avro, ORC or binary batch is read file by file (`formats/whole_spark`); the post-parse stage
-(`post_parse`) then shapes the rows, which the executors write as Parquet (append) or hand to the driver
-(merge).
+Avro, ORC or binary batch is read file by file (`formats/whole_spark`); the fast path's post-parse stage
+(`post_parse.finish`, in a mapInArrow) then shapes the rows, which the executors write as Parquet
+(append) or hand to the driver (merge).
 
 It reads any file the fast path declined, and records bad lines one by one as error rows.
 """
@@ -47,7 +47,7 @@ from s3events.ingest.files.lineage import LINEAGE
 from s3events.ingest.files.merge_input import MergeInput
 from s3events.ingest.files.objects import LINE_SCHEMA, read_lines
 from s3events.ingest.files.read_output import ReadOutput
-from s3events.ingest.files.schema_contract import apply_contract
+from s3events.ingest.files.schema_contract import enforce_contract, kept_columns
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
@@ -82,12 +82,13 @@ def run_line_path(
         good, bad = _parse_lines(spark, cached[0], target, existing_schema, cached)
     try:
         unkeyed = post_parse.key_failures(files, target.key_columns)
-        if target.key_columns is not None:
-            good, bad = post_parse.with_key_rows(good, bad, target.key_columns, unkeyed)
-        good = post_parse.finish_rows(
-            good, ingested_at=ingested_at, existing=existing_schema, rescued=target.rescued_column
+        good, bad = post_parse.without_files(good, bad, unkeyed)
+        given = [*good.columns, *(target.key_columns.names if target.key_columns is not None else ())]
+        keep = kept_columns(target, existing_schema)
+        good = post_parse.finish_parsed(
+            good, target=target, existing=existing_schema, ingested_at=ingested_at, keep=keep
         )
-        good, ignored = apply_contract(good, existing_schema, target)
+        ignored = enforce_contract(good, given, existing_schema, target)
         schema = arrow_schema(good.schema)
         errors, failed = post_parse.error_rows(bad, ingested_at)
         if unkeyed:

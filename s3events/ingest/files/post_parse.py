@@ -13,17 +13,18 @@ receives, for both paths. Each rule is stated once here:
   number, nested values in Spark's order), then the latest event, then the last file and line
   (`latest_rows` on Arrow tables; the line path's `latest_per_key` runs it per key partition).
 
-The fast path's tasks hold Arrow tables, the line path's rows are still in Spark's JVM. The Arrow form
-is the one implementation where the line path can run it on its executors (a mapInArrow over its
-parsed rows): key columns (`with_key_rows`) and merge reduction (`latest_per_key`, after a shuffle by
-key). The others keep a Spark form beside the Arrow one (`finish_rows` beside `finish`;
-docs/architecture.md says why), and the property test
+Both paths run the same Arrow functions: the fast path's tasks on each file's table (`finish`), the
+line path on its parsed rows in a mapInArrow on the executors (`finish_parsed`: `finish` per file, then
+aligned to `finished_schema`), and merge reduction after a shuffle by key (`latest_per_key`). Error rows
+are the one rule with a Spark side: the line path's come from Spark's PERMISSIVE parse (the fast path
+declines such a file instead), and are stamped here (`stamped`) as the tasks' are. Rows a transform's
+SQL made keep a Spark form of the same schema (`finish_rows`). The property test
 (`tests/integration/test_dispatch.py`) holds both paths' rows and error rows equal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
 
@@ -44,7 +45,7 @@ from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
-__all__ = ["ERROR_SCHEMA", "both_paths_latest", "error_rows", "finish", "finish_rows"]
+__all__ = ["ERROR_SCHEMA", "both_paths_latest", "error_rows", "finish", "finish_parsed", "finish_rows"]
 
 
 # -- Arrow: one file's rows in a fast-path task ----------------------------------------------------------
@@ -70,19 +71,112 @@ def finish(
     return table.append_column(INGESTED_AT, pa.repeat(pa.scalar(ingested_at, TIMESTAMP), table.num_rows))
 
 
-# -- Spark: the line path's rows -------------------------------------------------------------------------
+def finished_schema(
+    parsed: pa.Schema,
+    existing: pa.Schema | None,
+    *,
+    key_columns: KeyColumns | None = None,
+    keep: frozenset[str] | None = None,
+    rescued: str | None = None,
+) -> pa.Schema:
+    """The schema `finish` gives rows of `parsed`, aligned to the table's: its columns first, in its
+    order (absent ones of its type), then the new ones in the order `finish` gives them."""
+    fields = [f for f in parsed if f.name != INGESTED_AT]
+    if key_columns is not None:
+        fields = [  # a record field of a key column's name keeps its type (null: it has none yet)
+            pa.field(f.name, key_columns.declared(f.name))
+            if f.name in key_columns.names and pa.types.is_null(f.type)
+            else f
+            for f in fields
+        ]
+        fields += [pa.field(n, key_columns.declared(n)) for n in key_columns.names if n not in parsed.names]
+    if keep is not None:
+        fields = [f for f in fields if f.name in keep]
+    if rescued is not None:
+        fields = [*[f for f in fields if f.name != rescued], pa.field(rescued, pa.string())]
+    fields.append(pa.field(INGESTED_AT, TIMESTAMP))
+    if existing is None:
+        return pa.schema(fields)
+    given = {f.name: f for f in fields}
+    return pa.schema(
+        [
+            *[given.get(f.name, f) for f in existing],
+            *[f for f in fields if f.name not in existing.names],
+        ]
+    )
+
+
+# -- the line path: Spark's parsed rows through the same stage ---------------------------------------------
+
+
+def finish_parsed(
+    rows: DataFrame,
+    *,
+    target: TargetSpec,
+    existing: pa.Schema | None,
+    ingested_at: datetime,
+    keep: frozenset[str] | None = None,
+) -> DataFrame:
+    """`finish` over the line path's parsed rows (lineage + data columns), then aligned to the table's
+    schema (`finished_schema`): a mapInArrow on the executors, each file's rows apart when the key gives
+    columns, nothing collected. The paths differ only in how bytes become Arrow data."""
+    schema = finished_schema(
+        arrow_schema(rows.schema),
+        existing,
+        key_columns=target.key_columns,
+        keep=keep,
+        rescued=target.rescued_column,
+    )
+    stage = partial(
+        _finished_batches,
+        schema=schema,
+        finish_file=partial(
+            finish,
+            key_columns=target.key_columns,
+            ingested_at=ingested_at,
+            keep=keep,
+            rescued=target.rescued_column,
+        ),
+        per_file=target.key_columns is not None,
+    )
+    return rows.mapInArrow(stage, from_arrow_schema(schema))
+
+
+def _finished_batches(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    schema: pa.Schema,
+    finish_file: Callable[[pa.Table, str], pa.Table],
+    per_file: bool,
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        if not per_file:  # the file matters only to the key's columns
+            yield from conform(finish_file(table, ""), schema).to_batches()
+            continue
+        files = table["_source_file"]
+        for uri in pc.unique(files).to_pylist():
+            rows = table.filter(pc.equal(files, uri))
+            yield from conform(finish_file(rows, uri), schema).to_batches()
 
 
 def finish_rows(
     rows: DataFrame, *, ingested_at: datetime, existing: pa.Schema | None, rescued: str | None = None
 ) -> DataFrame:
-    """The rescued column last (null where nothing was rescued), the ingestion time, then the rows
-    aligned to the table's schema."""
-    if rescued is not None:
-        held = F.col(f"`{rescued}`") if rescued in rows.columns else F.lit(None).cast("string")
-        rows = rows.select(*[F.col(f"`{c}`") for c in rows.columns if c != rescued], held.alias(rescued))
-    rows = rows.withColumn(INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
-    return _aligned(rows, existing)
+    """`finished_schema`'s columns as Spark expressions, for rows a transform's SQL made (they stay in
+    Spark: its held route collects them with no Python worker): the rescued column last, the ingestion
+    time, the table's columns first."""
+    schema = finished_schema(arrow_schema(rows.schema), existing, rescued=rescued)
+    spark_types = from_arrow_schema(schema)
+    columns = [
+        F.lit(ingested_at).cast("timestamp").alias(f.name)
+        if f.name == INGESTED_AT
+        else F.col(f"`{f.name}`")
+        if f.name in rows.columns
+        else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in spark_types.fields
+    ]
+    return rows.select(*columns)
 
 
 def key_failures(files: tuple[FileRef, ...], key_columns: KeyColumns | None) -> dict[str, str]:
@@ -93,40 +187,12 @@ def key_failures(files: tuple[FileRef, ...], key_columns: KeyColumns | None) -> 
     return {uri: f"key: {why}" for uri, why in failures.items() if why is not None}
 
 
-def with_key_rows(
-    good: DataFrame,
-    bad: DataFrame,
-    key_columns: KeyColumns,
-    failed: dict[str, str],
-) -> tuple[DataFrame, DataFrame]:
-    """`with_key_columns` (the fast path's rule) over the line path's rows: each file's rows in a
-    mapInArrow on the executors, nothing collected. Files in `failed` keep no rows and no error rows
-    (their key's error row stands for them)."""
-    if failed:
-        gone = F.col("_source_file").isin(list(failed))
-        good, bad = good.where(~gone), bad.where(~gone)
-    types = arrow_schema(good.schema)
-    fields = [  # a record field of a key column's name keeps its type (null: it has none yet)
-        pa.field(f.name, key_columns.declared(f.name))
-        if f.name in key_columns.names and pa.types.is_null(f.type)
-        else f
-        for f in types
-    ]
-    added = [pa.field(n, key_columns.declared(n)) for n in key_columns.names if n not in types.names]
-    schema = pa.schema([*fields, *added])
-    keyed = partial(_keyed_batches, key_columns=key_columns, schema=schema)
-    return good.mapInArrow(keyed, from_arrow_schema(schema)), bad
-
-
-def _keyed_batches(
-    batches: Iterator[pa.RecordBatch], *, key_columns: KeyColumns, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        table = pa.Table.from_batches([batch])
-        files = table["_source_file"]
-        for uri in pc.unique(files).to_pylist():
-            rows = table.filter(pc.equal(files, uri))
-            yield from with_key_columns(rows, key_columns, object_key(uri)).cast(schema).to_batches()
+def without_files(good: DataFrame, bad: DataFrame, failed: dict[str, str]) -> tuple[DataFrame, DataFrame]:
+    """The rows and error rows of the files not in `failed` (a key's error row stands for each)."""
+    if not failed:
+        return good, bad
+    gone = F.col("_source_file").isin(list(failed))
+    return good.where(~gone), bad.where(~gone)
 
 
 def key_error_rows(files: tuple[FileRef, ...], failed: dict[str, str], ingested_at: datetime) -> pa.Table:
@@ -145,27 +211,19 @@ def key_error_rows(files: tuple[FileRef, ...], failed: dict[str, str], ingested_
     return pa.Table.from_pylist(rows, schema=ERROR_SCHEMA)
 
 
-def _aligned(rows: DataFrame, existing: pa.Schema | None) -> DataFrame:
-    """Existing columns first, in table order (absent ones as typed nulls), then new ones."""
-    if existing is None:
-        return rows
-    known = from_arrow_schema(existing)
-    columns = [
-        F.col(f"`{f.name}`") if f.name in rows.columns else F.lit(None).cast(f.dataType).alias(f.name)
-        for f in known.fields
-    ]
-    extra = [F.col(f"`{c}`") for c in rows.columns if c not in existing.names]
-    return rows.select(*columns, *extra)
-
-
 def error_rows(bad: DataFrame, ingested_at: datetime) -> tuple[pa.Table, dict[str, str]]:
-    """The error rows (ERROR_SCHEMA) on the driver, and the whole-file problems among them."""
-    errors = (
-        bad.withColumn(INGESTED_AT, F.lit(ingested_at).cast("timestamp"))
-        .select(*[f.name for f in ERROR_SCHEMA])
-        .toArrow()
-    ).cast(ERROR_SCHEMA)
+    """The line path's error rows (Spark's PERMISSIVE parse finds them) on the driver, stamped
+    (ERROR_SCHEMA), and the whole-file problems among them."""
+    errors = stamped(
+        bad.select(*[f.name for f in ERROR_SCHEMA if f.name != INGESTED_AT]).toArrow(), ingested_at
+    )
     return errors, whole_file_errors(errors)
+
+
+def stamped(errors: pa.Table, ingested_at: datetime) -> pa.Table:
+    """Error rows (LINE_ERROR_SCHEMA's columns) with the batch's ingestion time, as ERROR_SCHEMA."""
+    at = pa.repeat(pa.scalar(ingested_at, TIMESTAMP), errors.num_rows)
+    return errors.append_column(INGESTED_AT, at).cast(ERROR_SCHEMA)
 
 
 def whole_file_errors(errors: pa.Table) -> dict[str, str]:

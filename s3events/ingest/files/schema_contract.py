@@ -1,6 +1,6 @@
 """A target's schema contract once its table exists (`schema.evolution`): what a field the table lacks
 does. `add` (the default) makes it a new column; `ignore` drops it, on both paths before anything is
-written (the fast path's tasks through `kept_columns`, the line path here); `fail` refuses the batch
+written (`kept_columns`, in the post-parse stage: `post_parse.finish`); `fail` refuses the batch
 before it is written, naming the first file and line that hold the field (`refuse_new_fields`), and the
 target fails with nothing committed, so the next run starts at the same checkpoint. `rescue` keeps the
 table's columns: the formats' parsers put such a field into the rescued column (`rescue`), which is the
@@ -42,16 +42,15 @@ def new_fields(names: Iterable[str], existing: pa.Schema | None, rescued: str | 
     return [n for n in names if n not in existing.names and n not in (INGESTED_AT, rescued)]
 
 
-def apply_contract(
-    rows: DataFrame, existing: pa.Schema | None, target: TargetSpec
-) -> tuple[DataFrame, list[str]]:
-    """The line path's rows under the contract, and the fields `ignore` dropped (`fail` raises)."""
-    new = new_fields(rows.columns, existing, target.rescued_column)
-    if not new or target.schema_evolution in ("add", "rescue"):
-        return rows, []
-    if target.schema_evolution == "fail":
+def enforce_contract(
+    rows: DataFrame, given: Iterable[str], existing: pa.Schema | None, target: TargetSpec
+) -> list[str]:
+    """The new fields among the line path's `given` columns that `ignore` drops (`kept_columns`, in the
+    post-parse stage); `fail` raises, naming the first file and line of `rows` holding one."""
+    new = new_fields(given, existing, target.rescued_column)
+    if new and target.schema_evolution == "fail":
         refuse_new_fields(rows, new, target)
-    return rows.select(*[F.col(f"`{c}`") for c in rows.columns if c not in new]), new
+    return new if target.schema_evolution == "ignore" else []
 
 
 def refuse_new_fields(rows: DataFrame, new: list[str], target: TargetSpec) -> None:
