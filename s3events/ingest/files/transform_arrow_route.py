@@ -5,12 +5,12 @@ row enters the JVM.
 The route is taken when Spark's optimized plan of the SQL over the batch's `src` translates
 (`transform_arrow_plan`), the target appends (a MERGE target, `schema.evolution` other than `add` and a
 rescued column keep Spark's route) and the fast path reads every file. `src`'s schema is what the
-Spark route would give it: the batch's first file (its smallest) is parsed on the driver and the
-schema decided as for a whole batch (`transform_src.sample_schema`); a file whose columns or types
-differ is not the plan's `src` and declines. Whenever the Arrow route cannot give Spark's answer (a
-file declined, a value the plan cannot take, an error row, types the table holds otherwise) its
-files are removed and the batch runs on Spark, which owns the splitting out of failing files:
-the Arrow route never decides an error row.
+Spark route would give it: one file of the batch is parsed on the driver and the schema decided as
+for a whole batch (`transform_src.sample_schema`); a file whose columns or types differ is not the
+plan's `src` and declines. Whenever the Arrow route cannot give Spark's answer (a file declined, a
+value the plan cannot take, an error row, types the table holds otherwise) its files are removed and
+the batch runs on Spark, which owns the splitting out of failing files: the Arrow route never
+decides an error row, nor judges the SQL (a column the sampled file lacks leaves it to Spark).
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def reshaped(plan: ArrowPlan, table: pa.Table) -> pa.Table:
 
 
 def arrow_plan(transform: Transform, src: pa.Schema) -> ArrowPlan | None:
-    """The transform's Arrow plan over rows of `src`, or None (Spark's route); decided once per `src`
-    schema, and said in one log line. ConfigError, as on Spark's route, for SQL Spark refuses."""
+    """The transform's Arrow plan over rows of `src`, or None (Spark's route, which also judges SQL
+    that does not analyse); decided once per `src` schema, and said in one log line."""
     key = src.serialize().to_pybytes()
     if key not in transform.routes:
         known = (transform.spec.statements, key)
@@ -122,13 +122,14 @@ def _translated(transform: Transform, src: pa.Schema) -> ArrowPlan | str:
     session = transform.session
     # Rows Spark cannot see through: over an empty or local relation the optimizer would fold the plan.
     rows = session.createDataFrame(session.sparkContext.emptyRDD(), schema=from_arrow_schema(src))
-    frame = transform.frame_of(rows)
+    try:
+        frame = transform.frame_of(rows)
+    except ConfigError as exc:  # src of one file may lack a column: the batch's analysis decides
+        return f"SQL that does not analyse against this src ({exc})"
     try:
         with quiet_spark_errors():
             found = translate(frame._jdf.queryExecution().optimizedPlan(), src)
             spark_schema = arrow_schema(frame.schema)
-    except ConfigError:
-        raise
     except Exception as exc:  # Spark's route will say it again, with its rules
         return f"no plan Spark could optimize ({first_line(exc)})"
     if isinstance(found, ArrowPlan):

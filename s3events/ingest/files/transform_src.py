@@ -53,6 +53,7 @@ from s3events.ingest.files.lineage import FIXED
 from s3events.ingest.model import FileRef
 from s3events.ingest.target import TargetSpec
 
+_SAMPLE_BYTES = 16 << 20  # the file `sample_schema` parses on the driver, when one is this small
 _PART_BYTES = 32 << 20  # Arrow bytes per cached row: far below Spark's and Arrow's 2 GiB bounds
 _PARTS = pa.schema(
     [
@@ -170,13 +171,15 @@ def sample_schema(
     aws: AwsOptions,
     ingested_at: datetime,
 ) -> pa.Schema | None:
-    """src's schema as a batch of the smallest of `files` alone would have it (parsed on the driver);
-    None when the fast path declines that file."""
-    smallest = min(files, key=lambda f: f.size or 0)
-    if post_parse.key_failures((smallest,), target.key_columns):
+    """src's schema as a batch of one of `files` alone would have it (parsed on the driver): the largest
+    of up to `_SAMPLE_BYTES` (the likeliest to hold every column), else the smallest. None when the fast
+    path declines that file."""
+    small = [f for f in files if (f.size or 0) <= _SAMPLE_BYTES]
+    sample = max(small, key=lambda f: f.size or 0) if small else min(files, key=lambda f: f.size or 0)
+    if post_parse.key_failures((sample,), target.key_columns):
         return None
     task = _task(target, parser, aws, ingested_at)
-    meta = [r for b in task(iter([smallest])) for r in b.select(_SMALL).to_pylist()]
+    meta = [r for b in task(iter([sample])) for r in b.select(_SMALL).to_pylist()]
     if any(r["declined"] is not None for r in meta):
         return None
     schemas = [pa.ipc.read_schema(pa.py_buffer(r["schema"])) for r in meta if r["schema"] is not None]
