@@ -128,7 +128,14 @@ SUMMARY = [
         {"format": "json", "mode": "merge"} | DEFAULT_SIZE,
         ingest_summary,
     ),
-    Row("Ingest CSV, append", INGEST, {"format": "csv", "mode": "append"} | DEFAULT_SIZE, ingest_summary),
+    Row(
+        "Ingest CSV, append",
+        INGEST,
+        {"format": "csv", "mode": "append", "existing_target": False, "multi_line": None}
+        | DEFAULT_SIZE
+        | PLAIN,
+        ingest_summary,
+    ),
     Row("Ingest text, append", INGEST, {"format": "text", "mode": "append"} | DEFAULT_SIZE, ingest_summary),
     Row(
         "Ingest Parquet, append",
@@ -403,7 +410,7 @@ def provenance(directory: Path | None = None) -> list[str]:
 
 
 BENCHMARKS = ("freshness", INGEST, "capture_throughput", "merge_scale", "long_run")
-OTHERS = ("batch_overhead", "bucket_layout", "cycle_cost", "log_listing", "chaos")
+OTHERS = ("batch_overhead", "bucket_layout", "cycle_cost", "log_listing", "chaos", "csv_parse")
 
 
 def tables(directory: Path | None = None) -> dict[str, list[str]]:
