@@ -91,14 +91,9 @@ def run_fast(
         existing, parser.known, task_schemas, last_columns(target), sort_new=parser.new_columns_sorted
     )
     headers = {r["header"] for r in rows if r["header"] is not None}
-    whole_batch = unsplittable(schema, existing, headers, bool(declined), parser)
-    failing = (
-        target.schema_evolution == "fail"
-        and schema is not None
-        and new_fields(schema.names, existing, target.rescued_column)
+    whole_batch = unsplittable(schema, existing, headers, bool(declined), parser) or _refused(
+        schema, existing, target
     )
-    if whole_batch is None and failing:
-        whole_batch = "new fields under schema.evolution=fail (the line path names the first line)"
     merged: MergeInput | str | None = None
     if whole_batch is None and target.mode == "merge":
         assert schema is not None
@@ -127,6 +122,15 @@ def run_fast(
         untyped=untyped,
         filtered=filtered,
     )
+
+
+def _refused(schema: pa.Schema | None, existing: pa.Schema | None, target: TargetSpec) -> str | None:
+    """Why a batch with new fields under schema.evolution=fail goes to the line path, if so."""
+    if target.schema_evolution != "fail" or schema is None:
+        return None
+    if not new_fields(schema.names, existing, target.rescued_column):
+        return None
+    return "new fields under schema.evolution=fail (the line path names the first line)"
 
 
 def _only_null(task_schemas: list[pa.Schema]) -> frozenset[str]:

@@ -20,7 +20,6 @@ import pyarrow as pa
 
 from s3events.infra.aws import AwsOptions
 from s3events.infra.parquet_files import (
-    WRITTEN_FILE_SCHEMA,
     WrittenFile,
     from_row,
     remove_data_files,
@@ -28,7 +27,7 @@ from s3events.infra.parquet_files import (
     to_row,
     write_partitioned,
 )
-from s3events.ingest.files import latest_rows, post_parse
+from s3events.ingest.files import latest_rows, post_parse, task_rows
 from s3events.ingest.files.formats.base import (
     LINE_ERROR_SCHEMA,
     FileDeclined,
@@ -52,22 +51,6 @@ _FLUSH_BYTES = 128 << 20  # Arrow bytes a task holds before it writes a file (bo
 _FETCH_AHEAD = 2
 _FETCH_AHEAD_MAX = 16
 _FETCH_AHEAD_BYTES = 16 << 20
-_OUT_SCHEMA = pa.schema(
-    [
-        *[f.with_nullable(True) for f in WRITTEN_FILE_SCHEMA],
-        pa.field("schema", pa.binary()),  # the written table's schema (null-typed columns included)
-        pa.field("event_id", pa.string()),  # a file for the line path ...
-        pa.field("reason", pa.string()),  # ... and why
-        pa.field("header", pa.string()),  # a CSV header line the task saw (one row each)
-        # Merge mode: the record keys of the rows a flush wrote,
-        pa.field("rows", pa.binary()),  # on driver threads as an IPC stream,
-        pa.field("staged", pa.string()),  # from executors where they are staged (`stage_table`)
-        pa.field("files", pa.int64()),  # the files a task was given (one row per task)
-        pa.field("dropped", pa.string()),  # a new field schema.evolution=ignore dropped (one row each)
-        pa.field("errors", pa.binary()),  # a single-path format's error rows (IPC, ERROR_SCHEMA; one row)
-        pa.field("filtered", pa.int64()),  # rows a transform in Arrow (`reshape`) removed (one row)
-    ]
-)
 
 
 def held_bytes(ref: FileRef) -> int | None:
@@ -116,13 +99,7 @@ def fast_task(
         stage=stage,
         reshaped=reshape is not None,
     )
-    dropped: set[str] = set()  # new fields schema.evolution=ignore drops (`keep`)
-    finish = partial(
-        _finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped, rescued=rescued
-    )
-    removed = [0]  # rows `reshape` removed
-    if reshape is not None:
-        finish = partial(_reshaped, finish=finish, reshape=reshape, removed=removed)
+    finish, dropped, removed = _finisher(key_columns, ingested_at, keep, rescued, reshape)
     remove = partial(remove_data_files, table_uri, options=aws)
     errors: list[pa.Table] = []  # a single-path format's error rows
     with contextlib.closing(fetched_ahead(refs, aws)) as objects:
@@ -140,8 +117,27 @@ def fast_task(
             pending.append((ref, table))
             held = _flushed_at_bound(pending, held + table.nbytes, out, flush)
     out.extend(flush(pending))
-    out.extend([{"filtered": removed[0]}] if removed[0] else [])
-    return _result(out, headers, dropped, errors, ingested_at, len(refs))
+    return task_rows.result(out, headers, dropped, errors, removed[0], ingested_at, len(refs))
+
+
+def _finisher(
+    key_columns: KeyColumns | None,
+    ingested_at: datetime,
+    keep: frozenset[str] | None,
+    rescued: str | None,
+    reshape: Callable[[pa.Table], pa.Table] | None,
+) -> tuple[Callable[[pa.Table, str], pa.Table], set[str], list[int]]:
+    """The task's step from a file's parsed rows to those it writes (`post_parse.finish`, then a
+    transform's `reshape`), the new fields it drops (schema.evolution=ignore, filled as it runs) and
+    the rows `reshape` removed (one count)."""
+    dropped: set[str] = set()
+    finish = partial(
+        _finish, key_columns=key_columns, ingested_at=ingested_at, keep=keep, dropped=dropped, rescued=rescued
+    )
+    removed = [0]
+    if reshape is not None:
+        finish = partial(_reshaped, finish=finish, reshape=reshape, removed=removed)
+    return finish, dropped, removed
 
 
 def _reshaped(
@@ -194,24 +190,6 @@ def _whole_file(
     except FileDeclined as exc:  # a transform's Arrow plan could not give Spark's answer
         out.append({"event_id": ref.event_id, "reason": exc.reason})
         return None
-
-
-def _result(
-    out: list[dict[str, object]],
-    headers: set[str],
-    dropped: set[str],
-    errors: list[pa.Table],
-    ingested_at: datetime,
-    files: int,
-) -> pa.RecordBatch:
-    """The task's result rows: written and declined files, then headers, dropped fields, error rows and
-    the count of files it was given."""
-    out.extend({"header": header} for header in sorted(headers))
-    out.extend({"dropped": name} for name in sorted(dropped))
-    if errors:
-        out.append({"errors": _ipc(post_parse.stamped(pa.concat_tables(errors), ingested_at))})
-    out.append({"files": files})
-    return pa.RecordBatch.from_pylist(out, schema=_OUT_SCHEMA)
 
 
 def _parsed(
@@ -370,10 +348,10 @@ def _flush(
         # and a double column of another become double, as Spark's inference would have it.
         table = pa.concat_tables([t for _, t in pending], promote_options="permissive")
     except TYPE_ERRORS as exc:
-        return _declined(pending, f"types differ between files: {exc}")
+        return task_rows.declined(pending, f"types differ between files: {exc}")
     odd = [f.name for f in table.schema if f.name not in FIXED and not parser.keeps_type(f.type)]
     if odd and not reshaped:  # e.g. structs merged in an order Spark would not give (a transform's: Spark's)
-        return _declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
+        return task_rows.declined(pending, f"merged types of {', '.join(odd)} differ from Spark's inference")
     schema_bytes = table.schema.serialize().to_pybytes()
     if record_key is not None:
         table = latest_rows.latest_if_reducible(table, record_key, ordering_field)
@@ -391,16 +369,5 @@ def _flush(
                 {"staged": stage_table(keys, table_uri=table_uri, options=aws), "schema": schema_bytes}
             )
         else:
-            out.append({"rows": _ipc(keys), "schema": schema_bytes})
+            out.append({"rows": task_rows.ipc(keys), "schema": schema_bytes})
     return out
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def _declined(pending: list[tuple[FileRef, pa.Table]], reason: str) -> list[dict[str, object]]:
-    return [{"event_id": ref.event_id, "reason": reason} for ref, _ in pending]
