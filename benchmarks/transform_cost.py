@@ -30,6 +30,9 @@ apart). No S3: fetching the objects costs every contender the same and is left o
 - **f** — with the default SQL only: a, plus its cast, date and filter done by `pyarrow.compute` on the
   parsed table before the write. Not Spark's semantics (pyarrow's casts round and fail otherwise; the
   date is the string's first ten characters): a bound on what evaluating the SQL without the JVM costs.
+- **g** — the transform's Arrow route (docs/transforms.md): a, with the Arrow plan that Spark's
+  optimized plan of the SQL translates to evaluated on the parsed rows before the write (Spark's
+  semantics; a SQL with no Arrow plan stops the run).
 
 Every contender's output rows are checked against c's. Ratios are a's time over the contender's
 (throughput, 1.0 = as fast as a plain batch; the product's goal is 0.8). Results: one record per format
@@ -249,6 +252,19 @@ def by_pyarrow(bench: Bench) -> int:
     return bench.write(rows.append_column("amount_d", amount).append_column("dt", day), "f")
 
 
+def arrow_route(bench: Bench, transform: Any) -> int:
+    """g: the transform's Arrow route: a, with the Arrow plan Spark's optimized plan translates to
+    (`transform_arrow`, Spark's semantics) evaluated on the parsed rows before the write."""
+    from s3events.ingest.files.transform_arrow import evaluate
+    from s3events.ingest.files.transform_arrow_route import arrow_plan
+
+    rows = bench.parse()
+    plan = arrow_plan(transform, rows.schema)  # decided once (the JVM's analysis), then remembered
+    if plan is None:
+        raise SystemExit(f"g: the SQL has no Arrow plan: {next(iter(transform.routes.values()))}")
+    return bench.write(evaluate(plan, rows), "g")
+
+
 def contenders(bench: Bench) -> dict[str, Callable[[], int]]:
     shared = bench.transform()
     found: dict[str, Callable[[], int]] = {
@@ -264,6 +280,7 @@ def contenders(bench: Bench) -> dict[str, Callable[[], int]]:
         found[name] = partial(released, partial(run, bench, own), own)
     if bench.sql == SQL[bench.fmt]:
         found["f"] = partial(by_pyarrow, bench)
+    found["g"] = partial(arrow_route, bench, bench.transform())
     return found
 
 

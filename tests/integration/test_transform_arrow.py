@@ -157,7 +157,7 @@ def _boolean(draw: st.DrawFn, depth: int) -> str:
     if depth <= 0 or kind == 0:
         return draw(st.sampled_from(["b", *_LITERALS["boolean"]]))
     if kind == 1:
-        maker = draw(st.sampled_from([_integer, _double, _string, _decimal, _date]))
+        maker = draw(st.sampled_from([_integer, _double, _string, _decimal, _date, _boolean]))
         op = draw(st.sampled_from(["=", "<=>", "<", "<=", ">", ">=", "<>"]))
         return f"({maker(draw, depth - 1)} {op} {maker(draw, depth - 1)})"
     if kind == 2:

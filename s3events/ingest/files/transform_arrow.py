@@ -11,7 +11,7 @@ error, an overflow). So this module never makes an error row.
 Whitelist: column references, literals, `=`, `<=>`, `<`, `<=`, `>`, `>=` (doubles with Spark's NaN
 rules: NaN equals NaN and sorts above every number), AND/OR/NOT (three-valued), IS [NOT] NULL,
 `coalesce`, + - * and unary minus on integers (ANSI: an overflow is not our answer) and doubles, and
-ANSI casts: integer widening, integer or float to double, integers and booleans to string, integers
+ANSI casts: integer widening, integer to double, integers and booleans to string, integers
 and decimals to DECIMAL (a value that does not fit is not our answer), double to DECIMAL (HALF_UP;
 a value within rounding error of a half is not our answer), TIMESTAMP to DATE in UTC, and a string
 `yyyy-mm-dd[T…| …]` to DATE (`to_date`).
@@ -43,7 +43,7 @@ _SIMPLE = {
 }
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 _ISO_DATE = r"^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}([T ]|$)"  # the date part Spark reads; what follows is ignored
-_FLOATING = ("float", "double")
+_FLOATING = ("double",)
 OPS = frozenset(
     {"col", "lit", "cast", "and", "or", "not", "isnull", "isnotnull", "coalesce", "neg", "add", "sub", "mul"}
     | {"eq", "eqnull", "lt", "le", "gt", "ge"}
@@ -230,7 +230,7 @@ def castable(source: str, target: str) -> bool:
     if target in _INTEGERS:
         return source in _INTEGERS and _INTEGER_RANK[source] <= _INTEGER_RANK[target]
     if target == "double":
-        return source in _INTEGERS or source == "float"
+        return source in _INTEGERS
     if target == "string":
         return source in _INTEGERS or source == "boolean"
     if target == "date":

@@ -34,8 +34,8 @@ _SIMPLE_OPS = {
     "Multiply": "mul",
     "UnaryMinus": "neg",
 }
-_COMPARABLE = ("tinyint", "smallint", "int", "bigint", "float", "double", "string", "boolean", "date")
-_ARITHMETIC = ("tinyint", "smallint", "int", "bigint", "float", "double")
+_COMPARABLE = ("tinyint", "smallint", "int", "bigint", "double", "string", "boolean", "date")
+_ARITHMETIC = ("tinyint", "smallint", "int", "bigint", "double")
 SESSION_ZONE = "UTC"  # the product's spark.sql.session.timeZone (infra/spark.py)
 
 
@@ -120,7 +120,7 @@ def _expr(e: Any) -> Expr:
     elif op in ("add", "sub", "mul", "neg"):
         if types != {kind_type} or kind_type not in _ARITHMETIC:
             raise Untranslatable(f"{kind} of {kind_type}")
-        if kind_type not in ("float", "double") and _mode(e) != "ANSI":
+        if kind_type != "double" and _mode(e) != "ANSI":
             raise Untranslatable(f"{kind} without ANSI overflow checks")
     elif op == "coalesce" and types != {kind_type}:
         raise Untranslatable("coalesce of differing types")
