@@ -405,6 +405,14 @@ def spark() -> Iterator[Any]:
 INTERPRETED_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
+@pytest.fixture
+def interpreted_sql(spark: Any) -> Iterator[Any]:
+    """The worker's session evaluating SQL interpreted for the test (`INTERPRETED_SQL`): for a test
+    whose batches are many small Spark queries. A module takes it with `pytest.mark.usefixtures`."""
+    with session_conf(spark, INTERPRETED_SQL) as session:
+        yield session
+
+
 @contextmanager
 def session_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[Any]:
     """The session with `conf` set for the block; each key as it was afterwards."""
