@@ -410,7 +410,16 @@ def provenance(directory: Path | None = None) -> list[str]:
 
 
 BENCHMARKS = ("freshness", INGEST, "capture_throughput", "merge_scale", "long_run")
-OTHERS = ("batch_overhead", "bucket_layout", "cycle_cost", "log_listing", "chaos", "csv_parse")
+OTHERS = (
+    "batch_overhead",
+    "bucket_layout",
+    "cycle_cost",
+    "log_listing",
+    "chaos",
+    "known_ids",
+    "stand_in_listing",
+    "csv_parse",
+)
 
 
 def tables(directory: Path | None = None) -> dict[str, list[str]]:
