@@ -55,6 +55,10 @@ def test_integers_beyond_32_bits_are_bigint():
         (b"id,name\n1,a\n2\n", "pyarrow"),  # too few fields: malformed in from_csv
         (b'id,name\n1,"q""r"\n', "quotes"),  # Spark keeps the doubled quotes
         (b'id,name\n1,"open\n', "quotes"),  # Spark reads an unterminated quote to the end of the line
+        (b'id,name\n1,"a\nb"\n', "quotes"),  # a quoted line end: the line path cuts the line there
+        (b'id,name\n1,"a\r\nb"\n', "quotes"),
+        (b'id,name\n1,x"y"\n', "quotes"),  # a quote inside an unquoted field
+        (b'id,name\n"1"a,b\n', "quotes"),
         (b"id,name\n1,a\\b\n", "escape"),
         (b"id,name\n1,caf\xe9\n", "UTF-8"),
         (b"id,name\n1,a\rb\n", "carriage return"),
@@ -105,6 +109,16 @@ def test_a_single_record_without_a_final_line_end_is_read(multi_line: bool) -> N
         parsed = parse(data, known, declared=True, header=False, multi_line=multi_line)
         assert parsed.table is not None, parsed.reason
         assert parsed.table.select(["id", "v"]).to_pylist() == [{"id": 1, "v": "x,y"}]
+
+
+def test_quoted_fields_on_single_lines_take_the_fast_path() -> None:
+    parsed = parse(b'id,name,note\r\n"1","Smith, Jane",""\r\n2,"x",y\r\n"3",z,"w"')
+    assert parsed.table is not None, parsed.reason
+    assert parsed.table.select(["id", "name", "note"]).to_pylist() == [
+        {"id": 1, "name": "Smith, Jane", "note": None},
+        {"id": 2, "name": "x", "note": "y"},
+        {"id": 3, "name": "z", "note": "w"},
+    ]
 
 
 def test_a_header_whose_quoted_field_holds_the_delimiter_names_its_columns() -> None:

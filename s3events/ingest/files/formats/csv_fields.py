@@ -79,19 +79,6 @@ def csv_options(reader_options: Mapping[str, str] | None) -> CsvOptions | None:
     return parsed
 
 
-def _re2(char: str) -> str:
-    return f"\\x{{{ord(char):x}}}"
-
-
-def quotes_around_whole_fields(whole: pa.Array, options: CsvOptions) -> bool:
-    d, q = _re2(options.delimiter), _re2(options.quote)
-    field = f"(?:[^{d}{q}\\r]*|{q}[^{q}\\r]*{q})"
-    pattern = f"^{field}(?:{d}{field})*\\r?$"
-    lines = pc.list_flatten(pc.split_pattern(whole, "\n"))
-    quoted = lines.filter(pc.match_substring(lines, options.quote))
-    return bool(pc.all(pc.match_substring_regex(quoted, pattern)).as_py() is not False)
-
-
 def repeats_header(fields: pa.Table, names: list[str | None]) -> bool:
     """Whether a data line has the header's fields (also when quoted otherwise, which Spark, comparing
     lines as text, would keep: declining is safe). One pass over the first column, most often."""

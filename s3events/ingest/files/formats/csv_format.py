@@ -55,7 +55,6 @@ from s3events.ingest.files.formats.csv_fields import (
     csv_options,
     fields_of,
     header_problem,
-    quotes_around_whole_fields,
     repeats_header,
     too_wide,
 )
@@ -218,7 +217,7 @@ def _buffer_problem(body: Body, header: str | None, options: CsvOptions, declare
     if not body:
         return "empty"
     try:
-        whole = text(body)  # validated once, kept for the quote check
+        text(body)  # UTF-8 throughout: the reader is told not to check it again
     except pa.ArrowInvalid:
         return "not valid UTF-8"
     if not options.multi_line and has_blank_lines(body):  # multiLine: blank lines outside quotes
@@ -227,9 +226,10 @@ def _buffer_problem(body: Body, header: str | None, options: CsvOptions, declare
         return "has a carriage return inside a line"
     if options.escape.encode() in body:
         return f"holds the escape character {options.escape!r}"
-    quoted = not options.multi_line and options.quote.encode() in body  # else `csv_multi_line.quotes_of`
-    if quoted and not quotes_around_whole_fields(whole, options):
-        return "quotes other than around whole fields"
+    if not options.multi_line and options.quote.encode() in body:  # multiLine: `_split` pairs them
+        quotes = csv_multi_line.quotes_of(body, options)
+        if isinstance(quotes, str) or csv_multi_line.line_end_inside(body, quotes):
+            return "quotes other than around whole fields"
     width = csv_fields(header, options.delimiter, options.quote) if header is not None else 0
     if width > MAX_CSV_COLUMNS:
         return too_wide(width)  # the line path makes it one error row

@@ -59,6 +59,16 @@ def quotes_of(body: Body, options: CsvOptions) -> Quotes | str:
     return Quotes(opens, closes)
 
 
+def line_end_inside(body: Body, quotes: Quotes) -> bool:
+    """Whether a quoted field holds a b"\\n" or a b"\\r" (a single-line file's quoted fields hold neither:
+    the line path cuts such a line there)."""
+    octets = np.frombuffer(body.data, np.uint8, count=body.end)
+    ends = [np.flatnonzero(octets == _NEWLINE)]
+    if b"\r" in body:
+        ends.append(np.flatnonzero(octets == _CARRIAGE_RETURN))
+    return any(bool(np.any(quotes.inside(at))) for at in ends)
+
+
 def blank_line_outside_quotes(body: Body, quotes: Quotes) -> bool:
     """Whether an empty or whitespace-only line is a record of its own (not inside a quoted field)."""
     if not has_blank_lines(body):
