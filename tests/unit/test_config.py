@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType
 
@@ -196,7 +198,21 @@ def test_keys_outside_the_prefix_are_unknown(tmp_path: Path) -> None:
     assert "did you mean s3events.source.queue.url?" in str(err)
 
 
+@pytest.fixture
+def root_logging_restored() -> Iterator[None]:
+    """cli.run configures the root logger on this test's captured stderr, which closes after it: put the
+    root logger back so later tests do not log to a closed stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 @pytest.mark.parametrize("fmt", ["text", "parquet"])
+@pytest.mark.usefixtures("root_logging_restored")
 def test_a_removed_fast_path_switch_fails_at_start_up_naming_the_key_and_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
