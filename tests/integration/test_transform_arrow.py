@@ -106,7 +106,7 @@ _LITERALS = {
     "int": ["0", "1", "-1", "2147483647", "CAST(NULL AS INT)", "100"],
     "bigint": ["9223372036854775807L", "-5L", "CAST(NULL AS BIGINT)"],
     "double": ["1.5D", "CAST('NaN' AS DOUBLE)", "-0.0D", "CAST(NULL AS DOUBLE)", "1e308D"],
-    "string": ["'é'", "''", "'2026-11-22'", "'abc'"],
+    "string": ["'é'", "''", "'2026-11-22'", "'abc'", "'MiXeD ß'"],
     "boolean": ["TRUE", "FALSE", "CAST(NULL AS BOOLEAN)"],
 }
 
@@ -130,13 +130,17 @@ def _double(draw: st.DrawFn, depth: int) -> str:
 
 
 def _string(draw: st.DrawFn, depth: int) -> str:
-    kind = draw(st.integers(0, 3))
+    kind = draw(st.integers(0, 5))
     if kind == 0 or depth <= 0:
         return draw(st.sampled_from(["s", *_LITERALS["string"]]))
     if kind == 1:
         return f"CAST({_integer(draw, depth - 1)} AS STRING)"
     if kind == 2:
         return f"CAST({_boolean(draw, depth - 1)} AS STRING)"
+    if kind == 3:
+        return f"{draw(st.sampled_from(['upper', 'lower']))}({_string(draw, depth - 1)})"
+    if kind == 4:
+        return f"concat({_string(draw, depth - 1)}, {_string(draw, depth - 1)})"
     return f"coalesce({_string(draw, depth - 1)}, {_string(draw, depth - 1)})"
 
 
@@ -237,7 +241,7 @@ def test_start_up_says_which_route_each_target_s_transform_takes_and_why(
     caplog.set_level(logging.INFO, logger="s3events.ingest.files.transform_arrow_route")
     targets = {
         "cast": ("SELECT *, CAST(n AS STRING) AS s FROM src WHERE n > 1", ""),
-        "upper": ("SELECT upper(name) AS u FROM src", ""),
+        "length": ("SELECT length(name) AS u FROM src", ""),
         "merged": ("SELECT * FROM src", "mode=merge record.key=n"),
     }
     conf = [f"s3events.ingest.targets={','.join(targets)}"]
@@ -253,7 +257,7 @@ def test_start_up_says_which_route_each_target_s_transform_takes_and_why(
     said = {r.getMessage().split(".")[3]: r.getMessage().split(": ", 1)[1] for r in caplog.records}
     assert said == {
         "cast": "the transform runs in Arrow (every step of its plan is proven equal)",
-        "upper": "the transform runs on Spark: its plan has Upper (not among the expressions evaluated in "
+        "length": "the transform runs on Spark: its plan has Length (not among the expressions evaluated in "
         "Arrow)",
         "merged": "the transform runs on Spark: the target merges (the Arrow route appends only)",
     }

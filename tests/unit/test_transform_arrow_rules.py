@@ -99,3 +99,15 @@ def test_a_filter_keeps_the_rows_whose_condition_is_true():
         pa.schema([("x", pa.int64())]),
     )
     assert evaluate(plan, pa.table({"x": [0, 2, None, 3]}))["x"].to_pylist() == [2, 3]
+
+
+def test_the_case_of_ascii_strings_changes_and_of_any_other_is_not_answered():
+    upper = Expr("upper", "string", (_col(1, "string"),))
+    assert _one(upper, ["abc-1", None, ""], "string", pa.string()) == ["ABC-1", None, ""]
+    with pytest.raises(NotOurAnswer):
+        _one(upper, ["straße"], "string", pa.string())  # Spark's Java gives STRASSE
+
+
+def test_concat_is_null_when_any_part_is():
+    concat = Expr("concat", "string", (_col(1, "string"), Expr("lit", "string", value="-x")))
+    assert _one(concat, ["a", None, "é"], "string", pa.string()) == ["a-x", None, "é-x"]

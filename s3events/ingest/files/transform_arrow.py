@@ -10,11 +10,11 @@ error, an overflow). So this module never makes an error row.
 
 Whitelist: column references, literals, `=`, `<=>`, `<`, `<=`, `>`, `>=` (doubles with Spark's NaN
 rules: NaN equals NaN and sorts above every number), AND/OR/NOT (three-valued), IS [NOT] NULL,
-`coalesce`, + - * and unary minus on integers (ANSI: an overflow is not our answer) and doubles, and
-ANSI casts: integer widening, integer to double, integers and booleans to string, integers
-and decimals to DECIMAL (a value that does not fit is not our answer), double to DECIMAL (HALF_UP;
-a value within rounding error of a half is not our answer), TIMESTAMP to DATE in UTC, and a string
-`yyyy-mm-dd[T…| …]` to DATE (`to_date`).
+`coalesce`, `upper`/`lower` of ASCII strings, `concat`, + - * and unary minus on integers (ANSI: an
+overflow is not our answer) and doubles, and ANSI casts: integer widening, integer to double,
+integers and booleans to string, integers and decimals to DECIMAL (a value that does not fit is not
+our answer), double to DECIMAL (HALF_UP; a value within rounding error of a half is not our answer),
+TIMESTAMP to DATE in UTC, and a string `yyyy-mm-dd[T…| …]` to DATE (`to_date`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ _ISO_DATE = r"^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}([T ]|$)"  # the date part Spark r
 _FLOATING = ("double",)
 OPS = frozenset(
     {"col", "lit", "cast", "and", "or", "not", "isnull", "isnotnull", "coalesce", "neg", "add", "sub", "mul"}
+    | {"upper", "lower", "concat"}
     | {"eq", "eqnull", "lt", "le", "gt", "ge"}
 )
 
@@ -179,7 +180,17 @@ _FUNCTIONS: dict[str, Callable[[Expr, list[Value]], Value]] = {
     "add": _arith("add_checked", "add"),
     "sub": _arith("subtract_checked", "subtract"),
     "mul": _arith("multiply_checked", "multiply"),
+    "upper": lambda _, a: _ascii_only(a[0], pc.ascii_upper),
+    "lower": lambda _, a: _ascii_only(a[0], pc.ascii_lower),
+    "concat": lambda _, a: pc.binary_join_element_wise(*a, "", null_handling="emit_null"),
 }
+
+
+def _ascii_only(value: Value, run: Callable[[Value], Value]) -> Value:
+    """Spark changes the case of a non-ASCII string by Java's rules (`ß` becomes `SS`): not ours."""
+    if not pc.all(pc.fill_null(pc.string_is_ascii(value), True)).as_py():
+        raise NotOurAnswer("the case of a non-ASCII string")
+    return run(value)
 
 
 def _nan(value: Value) -> Value:

@@ -33,6 +33,9 @@ _SIMPLE_OPS = {
     "Subtract": "sub",
     "Multiply": "mul",
     "UnaryMinus": "neg",
+    "Upper": "upper",
+    "Lower": "lower",
+    "Concat": "concat",
 }
 _COMPARABLE = ("tinyint", "smallint", "int", "bigint", "double", "string", "boolean", "date")
 _ARITHMETIC = ("tinyint", "smallint", "int", "bigint", "double")
@@ -124,6 +127,8 @@ def _expr(e: Any) -> Expr:
             raise Untranslatable(f"{kind} without ANSI overflow checks")
     elif op == "coalesce" and types != {kind_type}:
         raise Untranslatable("coalesce of differing types")
+    elif op in ("upper", "lower", "concat") and (types != {"string"} or kind_type != "string"):
+        raise Untranslatable(f"{kind} of {' and '.join(sorted(types))}")
     return Expr(op, kind_type, args)
 
 
