@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa
 
-from benchmarks.harness import Run, add_common, median, smoke
+from benchmarks.harness import Run, add_common, int_list, median, smoke
 from benchmarks.harness.timing import timed
 from s3events.metadata.known_ids import KnownIds
 
@@ -43,9 +43,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--commits", type=int, default=20_000)
-    parser.add_argument(
-        "--marks", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 10_000, 20_000]
-    )
+    parser.add_argument("--marks", type=int_list, default=[1000, 5000, 10_000, 20_000])
     parser.add_argument("--ids-per-commit", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=50)
     add_common(parser)

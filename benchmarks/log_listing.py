@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks.harness import Run, add_common, median, smoke
+from benchmarks.harness import Run, add_common, int_list, median, smoke
 from benchmarks.harness.timing import timed
 
 
@@ -49,9 +49,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--entries", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 20000]
-    )
+    parser.add_argument("--entries", type=int_list, default=[1000, 5000, 20000])
     parser.add_argument("--repeat", type=int, default=30)
     add_common(parser)
     args = parser.parse_args()

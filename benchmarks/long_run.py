@@ -55,7 +55,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import Run, add_common, load_text, median, percentile, smoke
+from benchmarks.harness import Run, add_common, int_list, load_text, median, percentile, smoke
 from benchmarks.harness.table_stores import Store, endpoint_for
 from s3events.config import Settings, load_settings
 from s3events.events.model import ObjectEvent
@@ -297,9 +297,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--commits", type=int, default=20_000)
-    parser.add_argument(
-        "--marks", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 10_000, 20_000]
-    )
+    parser.add_argument("--marks", type=int_list, default=[1000, 5000, 10_000, 20_000])
     parser.add_argument("--variants", default="on,off")
     parser.add_argument(
         "--endpoint",

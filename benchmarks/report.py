@@ -200,8 +200,12 @@ def records(benchmark: str, directory: Path | None = None) -> list[Record]:
     cases: dict[tuple[str, str], Record] = {}
     for record in read(benchmark, directory):
         if not record.get("smoke"):
-            cases[(record["case"], record["command"])] = record
+            cases[(record["case"], _KEPT_IN.sub("", record["command"]))] = record
     return list(cases.values())
+
+
+# Where a run keeps its files is no part of what it measures: a later run without it replaces it.
+_KEPT_IN = re.compile(r" --keep \S+")
 
 
 def detail(

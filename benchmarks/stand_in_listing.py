@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import Run, add_common, median, smoke
+from benchmarks.harness import Run, add_common, int_list, median, smoke
 from benchmarks.harness.endpoints import LOCAL_ENV
 from benchmarks.harness.gofakes3 import GoFakeS3
 from benchmarks.harness.timing import timed
@@ -70,9 +70,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--after", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1000, 20_000, 50_000]
-    )
+    parser.add_argument("--after", type=int_list, default=[0, 1000, 20_000, 50_000])
     parser.add_argument("--log", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=50)
     add_common(parser)

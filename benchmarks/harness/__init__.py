@@ -1,7 +1,7 @@
 """What every benchmark shares: endpoints, timing and CPU by process, memory sampling, percentiles,
 and results written as JSON lines (`Run`). Scripts use only the public names of the s3events package."""
 
-from benchmarks.harness.cli import add_common, smoke
+from benchmarks.harness.cli import add_common, int_list, smoke
 from benchmarks.harness.procs import Measure, MemorySampler, cpu_by_process, rss_bytes
 from benchmarks.harness.results import Run, load_average, load_text
 from benchmarks.harness.stats import median, percentile, ratio
@@ -12,6 +12,7 @@ __all__ = [
     "Run",
     "add_common",
     "cpu_by_process",
+    "int_list",
     "load_average",
     "load_text",
     "median",

@@ -20,3 +20,11 @@ def smoke(args: argparse.Namespace, **sizes: object) -> None:
     if args.smoke:
         for name, value in sizes.items():
             setattr(args, name, value)
+
+
+def int_list(text: str) -> list[int]:
+    """An option's comma-separated integers (`--marks 1000,5000`), as argparse's `type`."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None

@@ -169,7 +169,7 @@ def _declined(
 def _infers_new_columns(fast: FastResult, target: TargetSpec, existing: pa.Schema | None) -> bool:
     """Whether the line path types the fast files' new columns by inference (no declared schema, no
     columns fixed by `schema.evolution=rescue`)."""
-    if fast.schema is None or target.schema_ddl or (target.schema_evolution == "rescue" and existing):
+    if fast.schema is None or rescue.columns_fixed(target, existing):
         return False
     table = {*(existing.names if existing is not None else ()), *FIXED, target.rescued_column}
     return any(name not in table for name in fast.schema.names)

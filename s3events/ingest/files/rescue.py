@@ -22,9 +22,16 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     from s3events.ingest.files.read_output import ReadOutput
+    from s3events.ingest.target import TargetSpec
 
 RESCUE_MODES = ("add", "rescue")  # modes whose rescued column (when set) also takes misfit values
 CORRUPT = "_corrupt_record"  # a line Python's strict JSON cannot read: kept whole under this key
+
+
+def columns_fixed(target: TargetSpec, table: pa.Schema | None) -> bool:
+    """Whether a batch's columns are fixed before it is read, so that a field outside them is rescued
+    rather than added: declared by `schema`, or the table's under `schema.evolution=rescue`."""
+    return target.schema_ddl is not None or (target.schema_evolution == "rescue" and table is not None)
 
 
 def encode(fields: Mapping[str, object]) -> str | None:

@@ -22,6 +22,7 @@ from s3events.ingest.files.line_parse import (
     with_corrupt,
     without_case_clashes,
 )
+from s3events.ingest.files.rescue import columns_fixed
 from s3events.ingest.target import TargetSpec
 
 
@@ -50,7 +51,8 @@ def parse_lines(
             lambda one: F.from_json("value", one, permissive(options)),
             cached,
             name=target.rescued_column,
-            new_fields=_fixed(target, existing) or schema != found,  # other spellings of a name: rescued
+            # other spellings of a name are rescued too
+            new_fields=columns_fixed(target, existing) or schema != found,
         )
     return good, bad if clashes is None else bad.unionByName(clashes)
 
@@ -89,11 +91,6 @@ def _conflict(schema: T.StructType) -> str:
     return f"does not match the target schema {ddl(schema)} (type conflict)"
 
 
-def _fixed(target: TargetSpec, existing: pa.Schema | None) -> bool:
-    """Whether the batch's columns are fixed before it is read (a field outside them is rescued)."""
-    return target.schema_ddl is not None or (target.schema_evolution == "rescue" and existing is not None)
-
-
 def _line_schema(
     spark: SparkSession,
     target: TargetSpec,
@@ -104,7 +101,7 @@ def _line_schema(
     declared = declared_schema(target)
     if declared is not None:
         return _without(declared, target.rescued_column)
-    if _fixed(target, existing):  # rescue: the table's columns, no inference needed
+    if columns_fixed(target, existing):  # rescue: the table's columns, no inference needed
         return _without(evolve(existing, T.StructType([])), target.rescued_column)
     inferred = spark.read.options(**options).json(lines.select("value")).schema  # stays in the JVM
     schema = typed_inferred(target, evolve(existing, inferred), existing)
