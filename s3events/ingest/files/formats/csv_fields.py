@@ -114,9 +114,11 @@ def fields_of(data: bytes, first_line: bytes, options: CsvOptions) -> pa.Table:
         null_values=[""],
         check_utf8=False,  # the caller checked the whole buffer
     )
+    # multiLine: on this thread. pyarrow's threaded reader must find each block's end by lexing quotes
+    # first; with quoted newlines that costs more CPU than it spreads (docs/design/fast-path.md)
     read = partial(
         pacsv.read_csv,
-        read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+        read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=not options.multi_line),
         parse_options=parse,
         convert_options=convert,
     )

@@ -181,7 +181,7 @@ def _split(
 ) -> tuple[pa.Table, np.ndarray, str | None] | ParsedFile:
     """Every record's fields (the header's first), each record's first line number and the header as
     the line path reads it; or a declined ParsedFile."""
-    quotes = csv_multi_line.quotes_of(body, options) if options.multi_line and body else None
+    cut = csv_multi_line.Records.of(body, options) if options.multi_line and body else None
     if options.multi_line:
         first_line = csv_multi_line.first_record(body, options)
     else:
@@ -189,9 +189,9 @@ def _split(
     # A first line that is blank to the line path (it trims spaces) is no header there: it is skipped.
     named = options.header and bool(first_line.strip(b" "))
     header = first_line.decode("utf-8", errors="replace") if named else None
-    problem = quotes if isinstance(quotes, str) else _buffer_problem(body, header, options, declared)
-    if problem is None and isinstance(quotes, csv_multi_line.Quotes):
-        problem = "a blank line" if csv_multi_line.blank_line_outside_quotes(body, quotes) else None
+    problem = cut if isinstance(cut, str) else _buffer_problem(body, header, options, declared)
+    if problem is None and isinstance(cut, csv_multi_line.Records):
+        problem = "a blank line" if cut.blank_line_outside(body) else None
     if problem is not None:
         return ParsedFile(None, problem, header)
     try:
@@ -203,13 +203,11 @@ def _split(
         if fields.num_rows != lines:
             return ParsedFile(None, f"{fields.num_rows} records on {lines} lines", header)
         return fields, np.arange(1, lines + 1, dtype=np.int64), header
-    assert isinstance(quotes, csv_multi_line.Quotes)  # an empty body was declined
-    starts = csv_multi_line.record_lines(body, quotes, fields.num_rows)
+    assert isinstance(cut, csv_multi_line.Records)  # an empty body was declined
+    starts = cut.first_lines(fields.num_rows)
     if isinstance(starts, str):
         return ParsedFile(None, starts, header)
-    if b"\r" in body:
-        fields = csv_multi_line.without_carriage_returns(fields, body, quotes)
-    return fields, starts, header
+    return cut.without_carriage_returns(fields, body), starts, header
 
 
 def _buffer_problem(body: Body, header: str | None, options: CsvOptions, declared: bool) -> str | None:
