@@ -8,6 +8,7 @@ import json
 import logging
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from s3events.ingest.service import run_ingest
@@ -108,3 +109,37 @@ def test_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
     declined = [r.getMessage() for r in caplog.records if "target fast:" in r.getMessage()]
     assert declined and all('"line_path"' in m for m in declined)
     assert any('"fast_files": 1' in m or '"fast_files": 2' in m for m in declined)
+
+
+def test_a_target_partitioned_by_a_record_field_lands_each_row_in_its_partition_on_both_paths(
+    make_stack, s3, spark, tmp_path
+):
+    # The line path groups the parsed rows by such a field before its post-parse stage runs (in the
+    # write's own pass): each row must still land once, in its own partition.
+    stack = make_stack()
+    targets = {
+        name: target_conf(
+            name,
+            str(tmp_path / name),
+            "json",
+            key__prefix="in/",
+            partition__by="country",
+            json__fast__path=str(name == "fast").lower(),
+        )
+        for name in ("fast", "lines")
+    }
+    rows = [{"id": i, "country": ["de", "fr", None][i % 3], "amount": i / 2} for i in range(30)]
+    for part in range(3):
+        s3.put_object(Bucket=stack.bucket, Key=f"in/part {part}.json", Body=jsonl(rows[part::3]))
+    capture(stack)
+    run_ingest(settings_for(stack, targets), once=True, spark=spark)
+
+    fast, lines = (read_table(str(tmp_path / n)) for n in ("fast", "lines"))
+    assert comparable(fast) == comparable(lines)
+    assert sorted((r["id"], r["country"], r["amount"]) for r in lines) == sorted(
+        (r["id"], r["country"], r["amount"]) for r in rows
+    )
+    from deltalake import DeltaTable
+
+    added = pa.table(DeltaTable(str(tmp_path / "lines")).get_add_actions(flatten=True)).to_pylist()
+    assert {a["partition.country"] for a in added} == {"de", "fr", None}

@@ -85,9 +85,10 @@ def run_line_path(
         good, bad = post_parse.without_files(good, bad, unkeyed)
         given = [*good.columns, *(target.key_columns.names if target.key_columns is not None else ())]
         keep = kept_columns(target, existing_schema)
-        good = post_parse.finish_parsed(
+        parsed = post_parse.finish_parsed(
             good, target=target, existing=existing_schema, ingested_at=ingested_at, keep=keep
         )
+        good = parsed.finished()  # a plan: run only by schema.evolution=fail's query
         ignored = enforce_contract(good, given, existing_schema, target)
         schema = arrow_schema(good.schema)
         errors, failed = post_parse.error_rows(bad, ingested_at)
@@ -96,11 +97,11 @@ def run_line_path(
             failed.update(unkeyed)
         out = ReadOutput(schema=schema, errors=errors, failed_files=failed, ignored_fields=tuple(ignored))
         if target.mode == "merge":
-            latest = post_parse.latest_per_key(good, target)
+            latest = post_parse.latest_per_key(parsed, target)
             out.merge = MergeInput.held(staged_rows(latest, target, aws).cast(schema))
             out.rows = out.merge.num_rows
         else:
-            out.files = write_rows(good, target, schema, aws, sum(f.size or 0 for f in files))
+            out.files = write_rows(parsed, target, schema, aws, sum(f.size or 0 for f in files))
             out.rows = sum(f.num_records for f in out.files)
         return out
     finally:
@@ -164,8 +165,19 @@ def _stage_partition(
 
 
 def write_rows(
-    df: DataFrame, target: TargetSpec, schema: pa.Schema, aws: AwsOptions, total_bytes: int
+    rows: DataFrame | post_parse.ParsedRows,
+    target: TargetSpec,
+    schema: pa.Schema,
+    aws: AwsOptions,
+    total_bytes: int,
 ) -> list[WrittenFile]:
+    """The rows as Parquet data files, written by the executors; parsed rows' stage runs in the write's
+    mapInArrow where the partition columns allow (`ParsedRows.groups_by`): one pass through Python."""
+    stage = None
+    if isinstance(rows, post_parse.ParsedRows):
+        fused = rows.groups_by(target.partition_by)
+        rows, stage = (rows.parsed, rows.stage) if fused else (rows.finished(), None)
+    df = rows
     if target.partition_by:
         df = df.repartition(*[F.col(f"`{p}`") for p in target.partition_by])
     else:
@@ -175,7 +187,12 @@ def write_rows(
         df = df.coalesce(max(1, shared, math.ceil(total_bytes / _TARGET_FILE_BYTES)))
     written = df.mapInArrow(
         partial(
-            _write_partition, table_uri=target.path, schema=schema, aws=aws, partition_by=target.partition_by
+            _write_partition,
+            table_uri=target.path,
+            schema=schema,
+            aws=aws,
+            partition_by=target.partition_by,
+            stage=stage,
         ),
         from_arrow_schema(WRITTEN_FILE_SCHEMA),
     )
@@ -189,8 +206,9 @@ def _write_partition(
     schema: pa.Schema,
     aws: AwsOptions,
     partition_by: tuple[str, ...],
+    stage: post_parse.Stage | None,
 ) -> Iterator[pa.RecordBatch]:
-    received = list(batches)
+    received = list(batches if stage is None else stage(batches))
     if not received:
         return
     files = write_partitioned(

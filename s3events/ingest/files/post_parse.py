@@ -14,8 +14,9 @@ receives, for both paths. Each rule is stated once here:
   (`latest_rows` on Arrow tables; the line path's `latest_per_key` runs it per key partition).
 
 Both paths run the same Arrow functions: the fast path's tasks on each file's table (`finish`), the
-line path on its parsed rows in a mapInArrow on the executors (`finish_parsed`: `finish` per file, then
-aligned to `finished_schema`), and merge reduction after a shuffle by key (`latest_per_key`). Error rows
+line path on its parsed rows on the executors (`finish_parsed`: `finish` per file, then aligned to
+`finished_schema`, run first in the write's or the merge reduction's mapInArrow: `ParsedRows`), and
+merge reduction after a shuffle by key (`latest_per_key`). Error rows
 are the one rule with a Spark side: the line path's come from Spark's PERMISSIVE parse (the fast path
 declines such a file instead), and are stamped here (`stamped`) as the tasks' are. Rows a transform's
 SQL made keep a Spark form of the same schema (`finish_rows`). The property test
@@ -24,7 +25,8 @@ SQL made keep a Spark form of the same schema (`finish_rows`). The property test
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
@@ -109,6 +111,30 @@ def finished_schema(
 # -- the line path: Spark's parsed rows through the same stage ---------------------------------------------
 
 
+Stage = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+@dataclass(frozen=True)
+class ParsedRows:
+    """The line path's parsed rows with the post-parse stage (`stage`, giving `schema`) still to run.
+    The mapInArrow that next takes the rows (the write's, the merge reduction's) runs it first, so the
+    rows cross into Python once, where that mapInArrow groups them only by columns the stage leaves as
+    they are (`groups_by`); else the stage runs in a mapInArrow of its own (`finished`)."""
+
+    parsed: DataFrame
+    schema: pa.Schema
+    stage: Stage
+    made: frozenset[str]  # the columns whose values the stage sets
+
+    def finished(self) -> DataFrame:
+        """The finished rows as a DataFrame: one more pass through Python when it runs."""
+        return self.parsed.mapInArrow(self.stage, from_arrow_schema(self.schema))
+
+    def groups_by(self, names: Iterable[str]) -> bool:
+        """Whether the parsed rows may be grouped by `names` before the stage (it leaves them as they are)."""
+        return all(n in self.parsed.columns and n not in self.made for n in names)
+
+
 def finish_parsed(
     rows: DataFrame,
     *,
@@ -116,10 +142,10 @@ def finish_parsed(
     existing: pa.Schema | None,
     ingested_at: datetime,
     keep: frozenset[str] | None = None,
-) -> DataFrame:
+) -> ParsedRows:
     """`finish` over the line path's parsed rows (lineage + data columns), then aligned to the table's
-    schema (`finished_schema`): a mapInArrow on the executors, each file's rows apart when the key gives
-    columns, nothing collected. The paths differ only in how bytes become Arrow data."""
+    schema (`finished_schema`), on the executors: each file's rows apart when the key gives columns,
+    nothing collected. The paths differ only in how bytes become Arrow data."""
     schema = finished_schema(
         arrow_schema(rows.schema),
         existing,
@@ -139,7 +165,9 @@ def finish_parsed(
         ),
         per_file=target.key_columns is not None,
     )
-    return rows.mapInArrow(stage, from_arrow_schema(schema))
+    keys = target.key_columns.names if target.key_columns is not None else ()
+    made = frozenset([*keys, INGESTED_AT, *([target.rescued_column] if target.rescued_column else [])])
+    return ParsedRows(rows, schema, stage, made)
 
 
 def _finished_batches(
@@ -241,18 +269,31 @@ def with_error_rows(out: ReadOutput, tables: list[pa.Table]) -> ReadOutput:
     return out
 
 
-def latest_per_key(rows: DataFrame, target: TargetSpec) -> DataFrame:
+def latest_per_key(rows: DataFrame | ParsedRows, target: TargetSpec) -> DataFrame:
     """One row per record key: `latest_rows.latest` (the fast path's rule) over the rows shuffled by key,
-    a mapInArrow on the executors. A key or ordering field it cannot reduce (a map, which Spark's window
+    a mapInArrow on the executors (parsed rows' stage runs in it first where the key allows:
+    `ParsedRows.groups_by`). A key or ordering field it cannot reduce (a map, which Spark's window
     cannot order or group either; a key no row holds) fails the batch, naming it."""
-    schema = arrow_schema(rows.schema)
+    stage: Stage | None = None
+    if isinstance(rows, ParsedRows):
+        if rows.groups_by(target.record_key):
+            spark_schema, stage, rows = from_arrow_schema(rows.schema), rows.stage, rows.parsed
+        else:
+            rows = rows.finished()
+    if stage is None:
+        spark_schema = rows.schema
+    schema = arrow_schema(spark_schema)
     why = latest_rows.reducible(schema, target.record_key, target.ordering_field)
     if why is not None:
         raise S3EventsError(f"target {target.name}: the batch's latest rows per key cannot be chosen: {why}")
     reduce = partial(
-        _latest_partition, record_key=target.record_key, ordering_field=target.ordering_field, schema=schema
+        _latest_partition,
+        record_key=target.record_key,
+        ordering_field=target.ordering_field,
+        schema=schema,
+        stage=stage,
     )
-    return rows.repartition(*[F.col(f"`{k}`") for k in target.record_key]).mapInArrow(reduce, rows.schema)
+    return rows.repartition(*[F.col(f"`{k}`") for k in target.record_key]).mapInArrow(reduce, spark_schema)
 
 
 def _latest_partition(
@@ -261,8 +302,10 @@ def _latest_partition(
     record_key: tuple[str, ...],
     ordering_field: str | None,
     schema: pa.Schema,
+    stage: Stage | None,
 ) -> Iterator[pa.RecordBatch]:
-    received = [b for b in batches if b.num_rows]  # a key's rows are all in this partition
+    finished = batches if stage is None else stage(batches)
+    received = [b for b in finished if b.num_rows]  # a key's rows are all in this partition
     if received:
         rows = pa.Table.from_batches(received).cast(schema)
         yield from latest_rows.latest(rows, record_key, ordering_field).to_batches()
