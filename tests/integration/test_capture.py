@@ -144,8 +144,10 @@ def test_redelivered_and_duplicated_messages_add_no_rows(make_stack, s3, sqs, id
 
     rows = metadata_rows(stack)
     assert sorted(r["key"] for r in rows) == [f"dup/{i}.json" for i in range(5)]
-    assert first.written == 5 and first.duplicates == 10
-    assert second.written == 0 and second.duplicates == 5
+    # SQS delivers at least once: on a loaded machine one of the 18 messages came back within the run
+    # (received 19). It is then one more duplicate, never one more row; every message received is deleted.
+    assert first.written == 5 and first.duplicates >= 10 and first.deleted == first.received
+    assert second.written == 0 and second.duplicates >= 5 and second.deleted == second.received
     # With the ids in memory, new events are appended, else MERGEd; the redelivered ones take the MERGE,
     # which finds them all held and commits nothing.
     operations = [h["operation"] for h in DeltaTable(stack.metadata_path).history()]

@@ -277,7 +277,9 @@ def test_continuous_ingest_sigkilled_mid_run_then_once_lands_every_line_exactly_
     assert proc.returncode == -signal.SIGKILL
     _assert_committed_once(target, files)
     orphans = _uncommitted_parquet(target)
-    assert bool(orphans) == mid_write, orphans
+    # Killed mid-write, the batch's Parquet is there uncommitted. "Right after the first commit" is a
+    # look, then a freeze: on a loaded machine the next batch's fast write can land in between.
+    assert orphans or not mid_write
 
     _resume_once(conf, spark)
 
