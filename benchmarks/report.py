@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -413,6 +414,65 @@ def provenance(directory: Path | None = None) -> list[str]:
     ]
 
 
+# ingest_throughput run on two trees of the code in one session, alternating; each record names its `tree`.
+BEFORE_AFTER = "ingest_throughput_before_after"
+
+
+def before_after(directory: Path | None = None) -> list[str]:
+    """Each case of BEFORE_AFTER: the medians over each tree's runs of ours / A (A is the same code on
+    both trees, so the ratio cancels the machine's load) and of the CPU seconds per round, and their
+    after / before in brackets; "-" where the earlier tree had no such format or option."""
+    cases: dict[str, dict[str, list[Record]]] = {}
+    for r in read(BEFORE_AFTER, directory):
+        if not r.get("smoke"):
+            cases.setdefault(_KEPT_IN.sub("", r["command"]), {}).setdefault(r["tree"], []).append(r)
+    rows = []
+    for trees in cases.values():
+        before, after = trees.get("before", []), trees.get("after", [])
+        if not after:
+            continue
+        cells = [
+            _both(before, after, lambda f: f["ours_vs_a_x"], "x"),
+            _both(before, after, lambda f: f["a_cpu_s"] / f["ours_cpu_s"], "x"),
+            _both(before, after, lambda f: f["ours_cpu_s"], " s"),
+            _both(before, after, lambda f: f["ours_vs_a_x"] / f["ours_vs_lines_x"], "x", "lines_s"),
+            _both(before, after, lambda f: f["lines_cpu_s"], " s", "lines_s"),
+        ]
+        runs = ", ".join(f"{r[0]['commit'][:7]} x {len(r)}" for r in (before, after) if r)
+        rows.append(
+            f"| {after[0]['case']} | {sizes(after[0])} | {runs} | {' | '.join(cells)} | {command(after[0])} |"
+        )
+    header = [
+        "case",
+        "batch",
+        "runs: before, after",
+        "ours / A: before → after (after / before)",
+        "CPU: ours / A",
+        "ours' CPU per batch",
+        "line path / A",
+        "line path's CPU per batch",
+        "command",
+    ]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *rows] if rows else []
+
+
+def _both(
+    before: list[Record],
+    after: list[Record],
+    value: Callable[[Mapping[str, Any]], float],
+    unit: str,
+    needs: str = "mb",
+) -> str:
+    """`before → after (after / before)` of the medians of `value`, over the runs holding figure `needs`."""
+    b, a = ([value(r["figures"]) for r in runs if needs in r["figures"]] for runs in (before, after))
+    if not a:
+        return "-"
+    shown = f"{statistics.median(a):.2f}{unit}"
+    if not b:
+        return f"- → {shown}"
+    return f"{statistics.median(b):.2f}{unit} → {shown} ({statistics.median(a) / statistics.median(b):.2f})"
+
+
 BENCHMARKS = ("freshness", INGEST, "capture_throughput", "merge_scale", "long_run")
 OTHERS = (
     "batch_overhead",
@@ -516,6 +576,7 @@ def tables(directory: Path | None = None) -> dict[str, list[str]]:
     }
     for name in OTHERS:
         made[name] = detail(name, ["case", "figures", "command"], generic_cells, d)
+    made["before_after"] = before_after(d)
     made["chaos"] = detail("chaos", ["case", "faults", "lines", "command"], chaos_cells, d)
     made["bootstrap"] = detail(
         "bootstrap", ["case", "batches", "throughput", "driver peak (rise)", "command"], bootstrap_cells, d
