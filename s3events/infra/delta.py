@@ -93,6 +93,8 @@ class TableHandle:
         self._table: DeltaTable | None = None
         self._opened_with: dict[str, str] | None = None
         self._opened_at = 0.0
+        self._known: dict[str, Any] = {}  # what `known` read of the kept table at version `_known_at`
+        self._known_at: int | None = None
 
     def storage_options(self) -> dict[str, str]:
         return dict(self._options())
@@ -131,14 +133,30 @@ class TableHandle:
             check_schema_version(table, path=self.path, kind=self.kind, supported=schema_version)
         return table
 
+    def known(self, table: DeltaTable, key: str, read: Callable[[], T]) -> T:
+        """`read()` of `table`, kept while the kept table stays at the version it was read at. A version's
+        state never changes (its log entry is written once), and delta-rs reads the log again for some
+        values (an app transaction's version): a batch that reads its checkpoint for its position, its
+        guard and its commit's check reads the log once. Read afresh for any other table object."""
+        if table is not self._table:
+            return read()
+        version = table.version()
+        if version != self._known_at:
+            self._known, self._known_at = {}, version
+        if key not in self._known:
+            self._known[key] = read()
+        return self._known[key]
+
     def forget(self) -> None:
         """Open afresh at the next use."""
         self._table = None
+        self._known, self._known_at = {}, None
 
     def _adopt(self, table: DeltaTable | None, options: dict[str, str]) -> DeltaTable | None:
         if table is not None and self._schema_version is not None:
             check_schema_version(table, path=self.path, kind=self.kind, supported=self._schema_version)
         self._table, self._opened_with, self._opened_at = table, options, self._clock()
+        self._known, self._known_at = {}, None
         return table
 
 

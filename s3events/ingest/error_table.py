@@ -86,7 +86,7 @@ class ErrorTable:
             to_transactions(self.app_id, end), {"s3events.writer": "ingest-errors"}
         )
         table = self._handle.latest_or_create(errors.schema, schema_version=ERRORS_SCHEMA_VERSION)
-        check_transactions(table, self.path, seen)
+        check_transactions(table, self.path, seen, handle=self._handle)
         write_deltalake(
             table,
             errors,

@@ -100,7 +100,7 @@ class TargetTable:
         table = self._handle.latest_or_create(
             schema, schema_version=TARGET_SCHEMA_VERSION, partition_by=list(partition_by)
         )
-        check_transactions(table, self.path, seen)  # the snapshot the MERGE is based on
+        check_transactions(table, self.path, seen, handle=self._handle)  # the snapshot the MERGE is based on
         files = pa.table(table.get_add_actions(flatten=True))
         # A delete must meet the held rows: a batch that may hold one is always merged.
         removing = deletes is not None and deletes.may_hold_delete(batch.schema, batch.keys)

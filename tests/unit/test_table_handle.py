@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import write_deltalake
+import pytest
+from deltalake import CommitProperties, Transaction, write_deltalake
 
+from s3events.errors import CommitConflict
 from s3events.infra.delta import REOPEN_SECONDS, TableHandle
+from s3events.infra.delta_commit import check_transactions, stored_transactions
 
 
 class _Clock:
@@ -75,3 +78,36 @@ def test_a_handle_whose_update_fails_opens_the_table_again(tmp_path: Path) -> No
     handle._table = _Broken()  # type: ignore[assignment]  # a handle whose update fails
     again = handle.latest()
     assert again is not None and again.version() == 0
+
+
+def test_app_transactions_are_read_once_per_version_and_again_after_another_writers_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t"
+
+    def commit(checkpoint: int) -> None:
+        write_deltalake(
+            str(path),
+            pa.table({"v": [checkpoint]}),
+            mode="append",
+            commit_properties=CommitProperties(app_transactions=[Transaction("app", checkpoint)]),
+        )
+
+    commit(1)
+    handle = TableHandle(str(path), dict, clock=_Clock())
+    reads: list[str] = []
+    table = handle.latest()
+    assert table is not None
+    read = table.transaction_version
+    table.transaction_version = lambda app_id: reads.append(app_id) or read(app_id)  # type: ignore[method-assign]
+
+    assert stored_transactions(handle, ["app", "other"]) == {"app": 1, "other": None}
+    assert stored_transactions(handle, ["app", "other"]) == {"app": 1, "other": None}
+    check_transactions(handle.latest(), str(path), {"app": 1, "other": None}, handle=handle)
+    assert reads == ["app", "other"]  # the position, the guard and the commit's check: one read each
+
+    commit(2)  # another writer moves the checkpoint
+    assert stored_transactions(handle, ["app"]) == {"app": 2}
+    assert reads == ["app", "other", "app"]
+    with pytest.raises(CommitConflict, match="is at 2, not 1"):
+        check_transactions(handle.latest(), str(path), {"app": 1}, handle=handle)
