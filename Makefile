@@ -31,16 +31,20 @@ demo: $(STAMP)
 	$(VENV)/bin/s3events demo
 
 # --durations: every run (and CI) prints the slowest tests, for docs/development.md's table.
+# tests.jvm: the class archive every test JVM maps (tests/jvm.py), written once per virtualenv.
 test: $(STAMP)
+	$(VENV)/bin/python -m tests.jvm
 	$(VENV)/bin/python -m pytest -q $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -m "not integration" tests/unit $(PYTEST_ARGS)
 
 test-quick: lint
+	$(VENV)/bin/python -m tests.jvm
 	$(VENV)/bin/python -m pytest -q $(XDIST) -m "not (process or chaos or cluster or interop)" $(PYTEST_ARGS)
 
 test-long: $(STAMP)
+	$(VENV)/bin/python -m tests.jvm
 	$(VENV)/bin/python -m pytest -q -m long $(PYTEST_ARGS)
 
 lint: $(STAMP)

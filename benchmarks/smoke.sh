@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 ALL=(log_listing bucket_layout batch_overhead long_run capture_throughput cycle_cost ingest_throughput
-     merge_scale bootstrap freshness chaos transform_cost known_ids csv_parse)
+     merge_scale bootstrap freshness chaos transform_cost known_ids csv_parse jvm_start)
 failed=()
 for name in "${@:-${ALL[@]}}"; do
     started=$SECONDS

@@ -30,16 +30,16 @@ from s3events.dev import provision
 from s3events.dev.fault_proxy import FaultProxy
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
+from tests.jvm import jvm_test_options
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS_DIR = Path(__file__).resolve().parent / "events"
 
 os.environ.update(LOCAL_ENV)  # moto's throwaway credentials; tests never see real ones
 # Every JVM the tests start (each worker's session, `s3events` and spark-submit children, which inherit
-# it) compiles with C1 only: a test JVM lives seconds to minutes and runs small jobs, where C2's compile
-# threads only compete for the two cores. Measured: a local[1] session's start and four small jobs took
-# 17-27 s instead of 45-50 s on a loaded 2-core machine. Production JVMs keep the default.
-JVM_TEST_OPTIONS = "-XX:TieredStopAtLevel=1"
+# it) compiles with C1 only, evaluates SQL interpreted and maps Spark's classes from the virtualenv's
+# archive (tests/jvm.py).
+JVM_TEST_OPTIONS = jvm_test_options()
 os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_TEST_OPTIONS)
 
 _LONG_RUN: list[bool] = [False]
@@ -396,21 +396,6 @@ def spark() -> Iterator[Any]:
         session = get_spark(master="local[2]", app_name="s3events-tests", conf=conf)
     yield session
     session.stop()
-
-
-# SQL settings for a test whose cost is many tiny queries (delta-spark plans a data-skipping query for
-# each filter it is given): Spark compiles classes for each query's plan and expressions (Janino), which
-# takes longer than evaluating the few rows the query reads. Interpreted evaluation gives the same results
-# (Spark's own tests run both ways); production sessions keep code generation.
-INTERPRETED_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-
-
-@pytest.fixture
-def interpreted_sql(spark: Any) -> Iterator[Any]:
-    """The worker's session evaluating SQL interpreted for the test (`INTERPRETED_SQL`): for a test
-    whose batches are many small Spark queries. A module takes it with `pytest.mark.usefixtures`."""
-    with session_conf(spark, INTERPRETED_SQL) as session:
-        yield session
 
 
 @contextmanager

@@ -30,7 +30,6 @@ from s3events.ingest.files.merge_input import conform
 from s3events.ingest.files.read_output import ReadOutput
 from s3events.ingest.model import Batch, Checkpoint, FileRef
 from s3events.ingest.target import TargetSpec, target_specs
-from tests.conftest import INTERPRETED_SQL, session_conf
 
 pytestmark = pytest.mark.integration
 
@@ -289,16 +288,13 @@ def _both_paths(
     refs = _put(s3, bucket, f"{fmt}/{run}", bodies, f".{'json' if fmt == 'json' else 'csv'}", folders)
     batch = Batch(refs, (), Checkpoint(-1), Checkpoint(0))
     outs = {}
-    # Evaluated interpreted: each read is some twenty Spark queries over a few lines, where compiling
-    # their code costs more than it saves (tests/conftest.py, INTERPRETED_SQL).
-    with session_conf(spark, INTERPRETED_SQL):
-        for fast in (True, False):
-            path = root / f"{run}-{fast}"
-            target = _target(fmt, path, fast=fast, extra=extra)
-            out = run_batch(
-                spark, batch, target, existing_schema=existing, aws=aws_options, ingested_at=INGESTED_AT
-            )
-            outs[fast] = (out, path)
+    for fast in (True, False):
+        path = root / f"{run}-{fast}"
+        target = _target(fmt, path, fast=fast, extra=extra)
+        out = run_batch(
+            spark, batch, target, existing_schema=existing, aws=aws_options, ingested_at=INGESTED_AT
+        )
+        outs[fast] = (out, path)
     (fast_out, fast_path), (line_out, line_path) = outs[True], outs[False]
     assert fast_out.schema == line_out.schema  # the same columns, types and order
     assert _rows(fast_out, fast_path) == _rows(line_out, line_path)

@@ -24,8 +24,7 @@ from s3events.ingest.service import IngestPorts, build_ingest, ingest_ports
 from tests.conftest import read_table, write_metadata_version
 from tests.integration.test_ingest import jsonl, settings_for, target_conf
 
-# Many small batches: evaluated interpreted, cheaper than compiling each query (tests/conftest.py).
-pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.usefixtures("interpreted_sql")]
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 FILES = 8
 CRASH_POINTS = ("between_batches", "after_executors_wrote", "after_error_table")

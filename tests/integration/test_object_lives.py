@@ -33,7 +33,7 @@ from s3events.config import load_settings
 from s3events.dev import provision
 from s3events.infra import aws
 from s3events.ingest.service import run_ingest
-from tests.conftest import INTERPRETED_SQL, Stack, long_run, read_table, session_conf
+from tests.conftest import Stack, long_run, read_table
 
 pytestmark = pytest.mark.integration
 
@@ -241,9 +241,7 @@ ObjectLives.TestCase.settings = settings(
 @pytest.fixture
 def lives_env(aws_options, spark, tmp_path):
     ObjectLives.env = {"aws_options": aws_options, "spark": spark, "tmp": str(tmp_path)}
-    # Many small batches: interpreted evaluation spares compiling each query's code (INTERPRETED_SQL).
-    with session_conf(spark, INTERPRETED_SQL):
-        yield
+    yield
     ObjectLives.env = {}
 
 

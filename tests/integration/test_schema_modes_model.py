@@ -25,8 +25,7 @@ from tests.conftest import read_table
 from tests.integration import test_dispatch as both
 from tests.integration.test_ingest import capture, settings_for, target_conf
 
-# Many small batches: evaluated interpreted, cheaper than compiling each query (tests/conftest.py).
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("interpreted_sql")]
+pytestmark = [pytest.mark.integration]
 
 BASE, NEW = ("a", "b"), ("c", "d")  # the first batch's fields; fields later batches may add
 _VALUE = st.one_of(

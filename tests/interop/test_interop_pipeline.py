@@ -28,9 +28,7 @@ from tests.interop.delta_read import (
     transactions,
 )
 
-# delta-spark plans many small queries per read (filters, versions): evaluated interpreted, cheaper than
-# compiling each (tests/conftest.py, interpreted_sql).
-pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.usefixtures("interpreted_sql")]
+pytestmark = [pytest.mark.integration, pytest.mark.interop]
 
 # Key-path partition values with what needs escaping in a directory name, and again in the log.
 SOURCES = ["a b", "ünï 日本", "x=y", "100%", "%2F", "plus+sign"]

@@ -2,13 +2,13 @@
 MERGE with updates and after compaction: an equality filter at each file's min and at its max, on every
 column of every type, returns exactly the rows delta-rs reads without a filter.
 
-delta-spark plans a data-skipping query per filter (about 90 here): the session evaluates them interpreted
-(`INTERPRETED_SQL`), which skips the same files as compiled code and costs about half the time."""
+delta-spark plans a data-skipping query per filter (about 90 here): the tests' session evaluates them
+interpreted (as every test JVM, tests/jvm.py), which skips the same files as compiled code and
+costs about half the time."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +24,6 @@ from deltalake import DeltaTable, write_deltalake
 from s3events.maintenance.model import MaintenanceOptions, TableToMaintain
 from s3events.maintenance.table import maintain
 from tests.all_types import ALL_TYPES, batches, merge
-from tests.conftest import INTERPRETED_SQL, session_conf
 from tests.interop.delta_read import Probe, assert_filters_agree
 from tests.stats_audit import log_adds
 
@@ -33,13 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.interop]
 # Columns an equality filter can name (binary, maps and lists have no statistics to mislead a reader).
 PROBED = [f.name for f in ALL_TYPES if not pa.types.is_nested(f.type) and not pa.types.is_binary(f.type)]
 NESTED = ["x", "y", "z", "w"]  # fields of `st`
-
-
-@pytest.fixture
-def reader(delta_spark: Any) -> Iterator[Any]:
-    """delta-spark evaluating its many small skipping queries interpreted, for this test only."""
-    with session_conf(delta_spark, INTERPRETED_SQL) as session:
-        yield session
 
 
 def literal(t: pa.DataType, value: Any) -> str:
@@ -96,7 +88,7 @@ def edge_probes(path: str) -> list[Probe]:
 
 
 def test_filters_at_every_file_edge_find_every_row_after_a_merge_and_after_compaction(
-    reader: Any, tmp_path: Path
+    delta_spark: Any, tmp_path: Path
 ):
     path = str(tmp_path / "t")
     parts = batches()
@@ -107,16 +99,18 @@ def test_filters_at_every_file_edge_find_every_row_after_a_merge_and_after_compa
     assert "MERGE" in [c["operation"] for c in DeltaTable(path).history()]
     probes = edge_probes(path)
     assert len(probes) > 30
-    assert_filters_agree(reader, path, probes)
+    assert_filters_agree(delta_spark, path, probes)
 
     options = MaintenanceOptions(target_file_bytes=1 << 30)
     report = maintain(TableToMaintain("target t", path), {}, options, now=datetime(2026, 11, 26, tzinfo=UTC))
     assert report.compacted_into == 1
-    reader._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-    assert_filters_agree(reader, path, edge_probes(path))
+    delta_spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    assert_filters_agree(delta_spark, path, edge_probes(path))
 
 
-def test_high_precision_decimals_are_found_in_a_table_repaired_by_maintenance(reader: Any, tmp_path: Path):
+def test_high_precision_decimals_are_found_in_a_table_repaired_by_maintenance(
+    delta_spark: Any, tmp_path: Path
+):
     """The issue's case: DECIMAL(24,6) / (38,10) bounds written as doubles lose the row; after
     `maintain` restates them, the filter finds it."""
     path = str(tmp_path / "t")
@@ -128,12 +122,12 @@ def test_high_precision_decimals_are_found_in_a_table_repaired_by_maintenance(re
         equal_to("d38", ALL_TYPES.field("d38").type, Decimal("69123456789012345678.0123456789")),
     ]
     with pytest.raises(AssertionError) as lost:
-        assert_filters_agree(reader, path, wanted)  # the defect, as a reader meets it
+        assert_filters_agree(delta_spark, path, wanted)  # the defect, as a reader meets it
     assert str(lost.value).count("delta-spark [], delta-rs [") == 3, lost.value
 
     maintain(
         TableToMaintain("target t", path), {}, MaintenanceOptions(target_file_bytes=4), now=datetime.now(UTC)
     )
 
-    reader._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-    assert_filters_agree(reader, path, wanted)
+    delta_spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    assert_filters_agree(delta_spark, path, wanted)
