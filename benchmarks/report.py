@@ -45,11 +45,18 @@ class Row:
     baseline: Mapping[str, Any] | None = None
 
 
+def current(record: Record) -> bool:
+    """Whether a record describes the product today: not a smoke run, and not marked `superseded` (a
+    note saying why not: a later run replaced it, or the stand-in it ran on was replaced); the result
+    files keep such records as history."""
+    return not record.get("smoke") and not record.get("superseded")
+
+
 def latest(benchmark: str, params: Mapping[str, Any], directory: Path | None = None) -> Record | None:
-    """The last record of `benchmark` whose params include `params`, smoke runs left out."""
+    """The last current record of `benchmark` whose params include `params`."""
     found = None
     for record in read(benchmark, directory):
-        if not record.get("smoke") and all(record["params"].get(k) == v for k, v in params.items()):
+        if current(record) and all(record["params"].get(k) == v for k, v in params.items()):
             found = record
     return found
 
@@ -196,11 +203,11 @@ def summary_table(directory: Path | None = None) -> list[str]:
 
 
 def records(benchmark: str, directory: Path | None = None) -> list[Record]:
-    """The latest record of each case of `benchmark` (by its command and case name), smoke runs left out,
-    in the order the cases were first measured."""
+    """The latest `current` record of each case of `benchmark` (by its command and case name), in the
+    order the cases were first measured."""
     cases: dict[tuple[str, str], Record] = {}
     for record in read(benchmark, directory):
-        if not record.get("smoke"):
+        if current(record):
             cases[(record["case"], _KEPT_IN.sub("", record["command"]))] = record
     return list(cases.values())
 
@@ -217,11 +224,14 @@ def detail(
     keep: Callable[[Record], bool] = lambda _: True,
 ) -> list[str]:
     """A table of the latest record of each case of `benchmark` (those `keep` keeps); no lines when none
-    is recorded."""
-    shown = [record for record in records(benchmark, directory) if keep(record)]
-    rows = ["| " + " | ".join(cells(record)) + " |" for record in shown]
-    header = list(header)
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *rows] if rows else []
+    is recorded. A column no shown record has a figure for ("-" in every row) is left out."""
+    shown = [list(cells(record)) for record in records(benchmark, directory) if keep(record)]
+    if not shown:
+        return []
+    held = [i for i in range(len(shown[0])) if any(row[i] != "-" for row in shown)]
+    header = [name for i, name in enumerate(header) if i in held]
+    rows = ["| " + " | ".join(row[i] for i in held) + " |" for row in shown]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *rows]
 
 
 def ingest_cells(r: Record) -> list[str]:

@@ -54,6 +54,10 @@ def test_a_new_record_makes_its_table_stale_until_written(tmp_path: Path) -> Non
     with (results / "capture_throughput.jsonl").open("a") as f:
         f.write(json.dumps(smoke) + "\n")
     assert report.render(written, report.tables(results)) == written, "smoke runs are not results"
+    later = record | {"figures": record["figures"] | {"ours_vs_plain_cpu_x": 7.0}, "superseded": "a stand-in"}
+    with (results / "capture_throughput.jsonl").open("a") as f:
+        f.write(json.dumps(later) + "\n")
+    assert report.render(written, report.tables(results)) == written, "a superseded record is history"
 
 
 def test_benchmarks_use_only_public_names_of_the_package() -> None:
