@@ -17,7 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 from deltalake import DeltaTable
+from deltalake.fs import DeltaStorageHandler
 
 from s3events.errors import FatalError, TransientError
 from s3events.infra import delta
@@ -34,21 +36,23 @@ class MetadataSnapshot:
     def __init__(self, path: str, *, storage_options: Callable[[], dict[str, str]]) -> None:
         self.path = path
         self._storage = storage_options
-        # The files of the last version opened, sorted by path (one version per bootstrap); dropped after
-        # a failed read, so the next batch opens the table again (with credentials renewed meanwhile).
-        self._open: tuple[int, list[ds.Fragment]] | None = None
+        # The files of the last version opened, sorted by path, and the table's schema (one version per
+        # bootstrap); dropped after a failed read, so the next batch opens the table again (with
+        # credentials renewed meanwhile).
+        self._open: tuple[int, pa.Schema, list[ds.Fragment]] | None = None
 
     def rows(
         self, version: int, *, file: int = 0, row: int = 0, bucket: str | None = None, key_prefix: str = ""
     ) -> Iterator[SnapshotRow]:
         """The snapshot's rows from data file `file` (sorted by path), row `row` on, in that order; only
         those in `bucket` (None: any) whose key starts with `key_prefix`."""
-        fragments = self._fragments(version)
+        schema, fragments = self._fragments(version)
         try:
             for index in range(file, len(fragments)):
                 yield from _file_rows(
                     fragments[index],
                     version,
+                    schema=schema,
                     index=index,
                     skip=row if index == file else 0,
                     keep=lambda rows: _wanted(rows, bucket, key_prefix),
@@ -57,18 +61,16 @@ class MetadataSnapshot:
             self._open = None
             raise
 
-    def _fragments(self, version: int) -> list[ds.Fragment]:
+    def _fragments(self, version: int) -> tuple[pa.Schema, list[ds.Fragment]]:
         if self._open is None or self._open[0] != version:
-            dataset = self._table_at(version).to_pyarrow_dataset()
-            self._open = (version, sorted(dataset.get_fragments(), key=lambda f: f.path))
-        return self._open[1]
+            options = self._storage() if delta.is_s3(self.path) else None
+            table = self._table_at(version, options)
+            self._open = (version, pa.schema(table.schema().to_arrow()), _data_files(table, options))
+        return self._open[1], self._open[2]
 
-    def _table_at(self, version: int) -> DeltaTable:
-        options = self._storage()
+    def _table_at(self, version: int, options: dict[str, str] | None) -> DeltaTable:
         try:
-            return DeltaTable(
-                self.path, version=version, storage_options=options if delta.is_s3(self.path) else None
-            )
+            return DeltaTable(self.path, version=version, storage_options=options)
         except Exception as exc:
             translated = translate(exc, action="cannot open the metadata table's snapshot", path=self.path)
             if isinstance(translated, TransientError):
@@ -80,18 +82,40 @@ class MetadataSnapshot:
             ) from exc
 
 
+def _data_files(table: DeltaTable, options: dict[str, str] | None) -> list[ds.Fragment]:
+    """The table's data files as Parquet fragments, sorted by path, read through delta-rs' file system as
+    `to_pyarrow_dataset` reads them, less its partition expression per file (no partition column is
+    read): 0.2 instead of 4.4 ms of CPU for a metadata table of 11 files, paid by every bootstrap batch
+    of a process that has not read this version yet."""
+    actions = pa.table(table.get_add_actions(flatten=False))
+    paths = actions.column("path").to_pylist()
+    sizes = dict(zip(paths, actions.column("size_bytes").to_pylist(), strict=True))  # no HEAD per file
+    filesystem = pafs.PyFileSystem(DeltaStorageHandler(table.table_uri, options, sizes))
+    parquet = ds.ParquetFileFormat(
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True)
+    )
+    return sorted((parquet.make_fragment(p, filesystem=filesystem) for p in paths), key=lambda f: f.path)
+
+
 def _file_rows(
-    fragment: Any, version: int, *, index: int, skip: int, keep: Callable[[pa.Table], pa.Array]
+    fragment: Any,
+    version: int,
+    *,
+    schema: pa.Schema,
+    index: int,
+    skip: int,
+    keep: Callable[[pa.Table], pa.Array],
 ) -> Iterator[SnapshotRow]:
     """One data file's rows from row `skip` on, a record batch at a time; row groups wholly before it are
-    passed over by their metadata."""
+    passed over by their metadata. Read with the table's `schema`: a file written before a column was
+    added gives nulls for it."""
     offset = 0
     for group in fragment.split_by_row_group():
         rows_in_group = sum(info.num_rows for info in group.row_groups)  # (`metadata`: the whole file's)
         if offset + rows_in_group <= skip:
             offset += rows_in_group
             continue
-        for batch in group.to_batches(columns=COLUMNS, batch_size=BATCH_ROWS):
+        for batch in group.to_batches(schema=schema, columns=COLUMNS, batch_size=BATCH_ROWS):
             table = plain_strings(pa.Table.from_batches([batch]))
             numbers = pa.array(np.arange(offset, offset + table.num_rows, dtype=np.int64))
             offset += table.num_rows
