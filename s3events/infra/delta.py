@@ -147,6 +147,12 @@ class TableHandle:
             self._known[key] = read()
         return self._known[key]
 
+    def loaded_at(self, version: int) -> DeltaTable | None:
+        """The kept table as it stands, if that is `version` (not brought up to date): a reader of that
+        version need not open the table again, reading its log from the last checkpoint."""
+        table = self._table
+        return table if table is not None and table.version() == version else None
+
     def forget(self) -> None:
         """Open afresh at the next use."""
         self._table = None

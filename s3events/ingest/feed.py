@@ -63,7 +63,10 @@ class MetadataFeed:
         self._handle = delta.TableHandle(
             path, lambda: resolve(self._storage), kind="metadata", schema_version=METADATA_SCHEMA_VERSION
         )
-        self._snapshot = MetadataSnapshot(path, storage_options=lambda: resolve(self._storage))
+        # The snapshot of the latest version, which `latest_version` has just loaded: not opened twice.
+        self._snapshot = MetadataSnapshot(
+            path, storage_options=lambda: resolve(self._storage), loaded=self._handle.loaded_at
+        )
 
     def latest_version(self) -> int | None:
         table = self._handle.latest()  # an outage: a TransientError in one line

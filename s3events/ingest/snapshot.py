@@ -33,9 +33,16 @@ BATCH_ROWS = 8192  # rows per record batch turned into Python objects at a time
 class MetadataSnapshot:
     """The rows of the metadata table at `path` as of one version."""
 
-    def __init__(self, path: str, *, storage_options: Callable[[], dict[str, str]]) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        storage_options: Callable[[], dict[str, str]],
+        loaded: Callable[[int], DeltaTable | None] = lambda version: None,
+    ) -> None:
         self.path = path
         self._storage = storage_options
+        self._loaded = loaded  # the table at a version, when the caller has it open already
         # The files of the last version opened, sorted by path, and the table's schema (one version per
         # bootstrap); dropped after a failed read, so the next batch opens the table again (with
         # credentials renewed meanwhile).
@@ -64,7 +71,7 @@ class MetadataSnapshot:
     def _fragments(self, version: int) -> tuple[pa.Schema, list[ds.Fragment]]:
         if self._open is None or self._open[0] != version:
             options = self._storage() if delta.is_s3(self.path) else None
-            table = self._table_at(version, options)
+            table = self._loaded(version) or self._table_at(version, options)
             self._open = (version, pa.schema(table.schema().to_arrow()), _data_files(table, options))
         return self._open[1], self._open[2]
 
