@@ -61,8 +61,8 @@ def main() -> int:
         if failed:
             sys.exit(f"jvm_start: no archive to measure: {failed}")
     run = Run.start("jvm_start", smoke=args.smoke)
-    plain = jvm.jvm_test_options(archive=None)
-    shared = jvm.jvm_test_options()
+    plain = jvm.submit_options(archive=None)
+    shared = jvm.submit_options()
     rounds: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
     for _ in range(args.rounds):
         rounds["without"].append(_round(plain))

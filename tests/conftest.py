@@ -30,7 +30,7 @@ from s3events.dev import provision
 from s3events.dev.fault_proxy import FaultProxy
 from s3events.dev.local_endpoint import LOCAL_ENV, LocalEndpoint
 from s3events.infra import aws
-from tests.jvm import jvm_test_options
+from tests.jvm import jvm_options, submit_options
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS_DIR = Path(__file__).resolve().parent / "events"
@@ -39,8 +39,8 @@ os.environ.update(LOCAL_ENV)  # moto's throwaway credentials; tests never see re
 # Every JVM the tests start (each worker's session, `s3events` and spark-submit children, which inherit
 # it) compiles with C1 only, evaluates SQL interpreted and maps Spark's classes from the virtualenv's
 # archive (tests/jvm.py).
-JVM_TEST_OPTIONS = jvm_test_options()
-os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_TEST_OPTIONS)
+JVM_TEST_OPTIONS = jvm_options()  # what a Spark daemon or executor takes too
+os.environ.setdefault("SPARK_SUBMIT_OPTS", submit_options())
 
 _LONG_RUN: list[bool] = [False]
 

@@ -1,8 +1,9 @@
 """The options every JVM of the tests runs with, and the class-data archive they share.
 
-Every JVM the tests start (each worker's session, the `s3events` and `spark-submit` children, the
-standalone cluster's daemons and executors) takes them from `SPARK_SUBMIT_OPTS`, which tests/conftest.py
-sets unless it is set already. A test JVM lives seconds to minutes and runs small jobs over a few lines:
+Every JVM the tests start (each worker's session, the `s3events` and `spark-submit` children) takes
+them from `SPARK_SUBMIT_OPTS`, which tests/conftest.py sets unless it is set already; the standalone
+cluster's daemons and executors take the JVM's own (`jvm_options`: Spark allows no `spark.*` there).
+A test JVM lives seconds to minutes and runs small jobs over a few lines:
 - C1 only: C2's compile threads would only compete for the two cores;
 - SQL evaluated interpreted (Spark's `spark.*` system properties are its configuration defaults): a
   test's batches are many small queries, where compiling each plan's code (Janino) costs more than
@@ -45,14 +46,20 @@ def archive_path() -> Path:
 _THIS_VENV = Path()
 
 
-def jvm_test_options(archive: Path | None = _THIS_VENV) -> str:
-    """The tests' JVM options: C1 only, SQL interpreted, and the class archive (this virtualenv's
-    unless `archive` says another, or None) when one was written."""
+def jvm_options(archive: Path | None = _THIS_VENV) -> str:
+    """Any test JVM's options (a Spark daemon's or executor's too): C1 only, and the class archive
+    (this virtualenv's unless `archive` says another, or None) when one was written."""
     if archive is _THIS_VENV:
         archive = archive_path()
     if archive is None or not archive.is_file():  # naming a missing one turns the JDK's own off too
-        return f"{_COMPILE} {_INTERPRETED}"
-    return f"{_COMPILE} {_INTERPRETED} -XX:SharedArchiveFile={archive} {_QUIET}"
+        return _COMPILE
+    return f"{_COMPILE} -XX:SharedArchiveFile={archive} {_QUIET}"
+
+
+def submit_options(archive: Path | None = _THIS_VENV) -> str:
+    """`SPARK_SUBMIT_OPTS` of the tests (their Spark drivers): `jvm_options` and SQL interpreted. Spark
+    refuses `spark.*` properties in an executor's or daemon's options; the driver plans the SQL."""
+    return f"{jvm_options(archive)} {_INTERPRETED}"
 
 
 # The classes Spark loads for what s3events asks of it: text read as JSON and CSV with inference, from_json,
@@ -89,7 +96,7 @@ def write_archive(archive: Path, deadline_s: float = 600.0) -> str | None:
     """Run the workload in a JVM that writes its classes to `archive` at exit (to a temporary name,
     renamed when the JVM has gone: a JVM starting meanwhile never maps half a file). Why not, if not."""
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
-    options = f"{_COMPILE} {_INTERPRETED} -XX:ArchiveClassesAtExit={partial} {_QUIET}"
+    options = f"{jvm_options(None)} {_INTERPRETED} -XX:ArchiveClassesAtExit={partial} {_QUIET}"
     env = {**os.environ, "SPARK_SUBMIT_OPTS": options}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env.setdefault("PYSPARK_PYTHON", sys.executable)
