@@ -181,21 +181,19 @@ def write_partitioned(
     options: AwsOptions,
     partition_by: tuple[str, ...],
 ) -> list[WrittenFile]:
-    """`table` as one file per distinct combination of partition values (one file when unpartitioned)."""
+    """`table` as one file per distinct combination of partition values (one file when unpartitioned).
+    A partition column `table` lacks (its rows hold no value of it: a task's files where the field is
+    absent or null throughout) is null in every row."""
     if table.num_rows == 0:
         return []
     groups: list[tuple[dict[str, str | None], pa.Table]] = []
-    if partition_by:
-        keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
-        for values in keys:
-            mask = None
-            for column, value in values.items():
-                cond = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
-                mask = cond if mask is None else pc.and_(mask, cond)
-            part = {k: partition_value(v) for k, v in values.items()}
-            groups.append((part, table.filter(mask)))
-    else:
-        groups.append(({}, table))
+    held = [column for column in partition_by if column in table.column_names]
+    keys = table.select(held).group_by(held).aggregate([]).to_pylist() if held else [{}]
+    for values in keys:
+        part, rows = {column: partition_value(values.get(column)) for column in partition_by}, table
+        for column, value in values.items():
+            rows = rows.filter(pc.is_null(rows[column]) if value is None else pc.equal(rows[column], value))
+        groups.append((part, rows))
     files = []
     for values, part in groups:
         written = write_data_file(

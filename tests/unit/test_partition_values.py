@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from s3events.infra.parquet_files import partition_column, partition_value
+from s3events.infra.aws import AwsOptions
+from s3events.infra.parquet_files import partition_column, partition_value, write_partitioned
 
 T = datetime(2026, 3, 1, 12, 0, 0, 250000)
 
@@ -52,3 +55,33 @@ def test_a_null_partition_value_reads_back_as_nulls_of_the_column_type():
 def test_a_value_that_is_not_of_the_column_type_is_refused():
     with pytest.raises(pa.ArrowInvalid):
         partition_column("not a number", pa.int64(), 1)
+
+
+def test_rows_that_lack_a_partition_column_land_in_its_null_partition(tmp_path: Path):
+    """A fast-path task whose files hold the partition field null throughout drops the all-null column
+    (its type is the table's to decide): its rows are the null partition's, not a failed batch."""
+    rows = pa.table({"id": [1, 2], "amount": [0.5, 1.0]})
+    schema = pa.schema([("id", pa.int64()), ("amount", pa.float64()), ("country", pa.string())])
+    written = write_partitioned(
+        rows,
+        table_uri=str(tmp_path),
+        schema=schema,
+        options=AwsOptions(region="us-east-1"),
+        partition_by=("country",),
+    )
+    assert [w.partition_values for w in written] == [{"country": None}]
+    assert pq.read_table(tmp_path / written[0].path).to_pylist() == rows.to_pylist()
+
+
+def test_rows_are_split_by_the_partition_columns_they_hold_and_null_in_those_they_lack(tmp_path: Path):
+    rows = pa.table({"id": [1, 2, 3], "day": ["a", None, "a"]})
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string()), ("country", pa.string())])
+    written = write_partitioned(
+        rows,
+        table_uri=str(tmp_path),
+        schema=schema,
+        options=AwsOptions(region="us-east-1"),
+        partition_by=("day", "country"),
+    )
+    got = {(w.partition_values["day"], w.partition_values["country"]): w.num_records for w in written}
+    assert got == {("a", None): 2, (None, None): 1}
