@@ -131,8 +131,18 @@ class ParsedRows:
         return self.parsed.mapInArrow(self.stage, from_arrow_schema(self.schema))
 
     def groups_by(self, names: Iterable[str]) -> bool:
-        """Whether the parsed rows may be grouped by `names` before the stage (it leaves them as they are)."""
-        return all(n in self.parsed.columns and n not in self.made for n in names)
+        """Whether the parsed rows may be grouped by `names` before the stage: it leaves their values as
+        they are. Not a column it sets, nor one it casts (to the table's type, or into the rescued column
+        when a value does not fit): two values equal only after a cast would fall into different groups,
+        and a key's rows must meet in one."""
+        parsed = arrow_schema(self.parsed.schema)
+        return all(
+            n in parsed.names
+            and n in self.schema.names
+            and n not in self.made
+            and parsed.field(n).type == self.schema.field(n).type
+            for n in names
+        )
 
 
 def finish_parsed(
