@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from s3events.ingest.service import run_ingest
 from tests.conftest import read_table
@@ -49,6 +50,21 @@ SECOND_BATCH = {  # the table exists now: its types hold, a new column is added,
 }
 
 
+def both_paths(tmp_path: Any, **extra: str) -> dict[str, Any]:
+    """Two JSON targets of the same objects: `fast` may take the fast path, `lines` takes the line path."""
+    return {
+        name: target_conf(
+            name,
+            str(tmp_path / name),
+            "json",
+            key__prefix="in/",
+            json__fast__path=str(name == "fast").lower(),
+            **extra,
+        )
+        for name in ("fast", "lines")
+    }
+
+
 def comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = [{k: v for k, v in r.items() if k != "_ingested_at"} for r in rows]
     return sorted(out, key=lambda r: (r["_source_file"], r["_source_line"] or 0))
@@ -58,18 +74,7 @@ def test_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
     make_stack, s3, spark, tmp_path, caplog
 ):
     stack = make_stack()
-    targets = {
-        name: target_conf(
-            name,
-            str(tmp_path / name),
-            "json",
-            key__prefix="in/",
-            partition__by="dt",
-            key__columns="dt",
-            json__fast__path=str(name == "fast").lower(),
-        )
-        for name in ("fast", "lines")
-    }
+    targets = both_paths(tmp_path, partition__by="dt", key__columns="dt")
     settings = settings_for(stack, targets)
     caplog.set_level(logging.INFO, logger="s3events")
     for files in (FIRST_BATCH, SECOND_BATCH):
@@ -101,8 +106,6 @@ def test_fast_path_lands_the_same_rows_errors_and_schema_as_the_line_path(
             ("conflict.json", 2, '{"id": 17, "amount": "lots"}'),
         ]
     )
-    from deltalake import DeltaTable
-
     fast_schema, lines_schema = (DeltaTable(str(tmp_path / n)).schema().to_arrow() for n in ("fast", "lines"))
     assert {(f.name, str(f.type)) for f in fast_schema} == {(f.name, str(f.type)) for f in lines_schema}
     # the fast target really took the fast path for the clean files and declined the others
@@ -117,17 +120,7 @@ def test_a_target_partitioned_by_a_record_field_lands_each_row_in_its_partition_
     # The line path groups the parsed rows by such a field before its post-parse stage runs (in the
     # write's own pass): each row must still land once, in its own partition.
     stack = make_stack()
-    targets = {
-        name: target_conf(
-            name,
-            str(tmp_path / name),
-            "json",
-            key__prefix="in/",
-            partition__by="country",
-            json__fast__path=str(name == "fast").lower(),
-        )
-        for name in ("fast", "lines")
-    }
+    targets = both_paths(tmp_path, partition__by="country")
     rows = [{"id": i, "country": ["de", "fr", None][i % 3], "amount": i / 2} for i in range(30)]
     for part in range(3):
         s3.put_object(Bucket=stack.bucket, Key=f"in/part {part}.json", Body=jsonl(rows[part::3]))
@@ -139,7 +132,5 @@ def test_a_target_partitioned_by_a_record_field_lands_each_row_in_its_partition_
     assert sorted((r["id"], r["country"], r["amount"]) for r in lines) == sorted(
         (r["id"], r["country"], r["amount"]) for r in rows
     )
-    from deltalake import DeltaTable
-
     added = pa.table(DeltaTable(str(tmp_path / "lines")).get_add_actions(flatten=True)).to_pylist()
     assert {a["partition.country"] for a in added} == {"de", "fr", None}

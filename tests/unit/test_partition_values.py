@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from s3events.infra.aws import AwsOptions
-from s3events.infra.parquet_files import partition_column, partition_value, write_partitioned
+from s3events.infra.parquet_files import WrittenFile, partition_column, partition_value, write_partitioned
 
 T = datetime(2026, 3, 1, 12, 0, 0, 250000)
 
@@ -57,18 +57,24 @@ def test_a_value_that_is_not_of_the_column_type_is_refused():
         partition_column("not a number", pa.int64(), 1)
 
 
+def _write(
+    tmp_path: Path, rows: pa.Table, schema: pa.Schema, partition_by: tuple[str, ...]
+) -> list[WrittenFile]:
+    return write_partitioned(
+        rows,
+        table_uri=str(tmp_path),
+        schema=schema,
+        options=AwsOptions(region="us-east-1"),
+        partition_by=partition_by,
+    )
+
+
 def test_rows_that_lack_a_partition_column_land_in_its_null_partition(tmp_path: Path):
     """A fast-path task whose files hold the partition field null throughout drops the all-null column
     (its type is the table's to decide): its rows are the null partition's, not a failed batch."""
     rows = pa.table({"id": [1, 2], "amount": [0.5, 1.0]})
     schema = pa.schema([("id", pa.int64()), ("amount", pa.float64()), ("country", pa.string())])
-    written = write_partitioned(
-        rows,
-        table_uri=str(tmp_path),
-        schema=schema,
-        options=AwsOptions(region="us-east-1"),
-        partition_by=("country",),
-    )
+    written = _write(tmp_path, rows, schema, ("country",))
     assert [w.partition_values for w in written] == [{"country": None}]
     assert pq.read_table(tmp_path / written[0].path).to_pylist() == rows.to_pylist()
 
@@ -76,12 +82,6 @@ def test_rows_that_lack_a_partition_column_land_in_its_null_partition(tmp_path: 
 def test_rows_are_split_by_the_partition_columns_they_hold_and_null_in_those_they_lack(tmp_path: Path):
     rows = pa.table({"id": [1, 2, 3], "day": ["a", None, "a"]})
     schema = pa.schema([("id", pa.int64()), ("day", pa.string()), ("country", pa.string())])
-    written = write_partitioned(
-        rows,
-        table_uri=str(tmp_path),
-        schema=schema,
-        options=AwsOptions(region="us-east-1"),
-        partition_by=("day", "country"),
-    )
+    written = _write(tmp_path, rows, schema, ("day", "country"))
     got = {(w.partition_values["day"], w.partition_values["country"]): w.num_records for w in written}
     assert got == {("a", None): 2, (None, None): 1}
