@@ -50,6 +50,7 @@ class SqsQueue:
         """The boto3 SQS client (metrics watch its retries)."""
         return self._client
 
+    @aws.retrying()  # a 5xx or throttle at start-up is no reason to exit; fatal errors pass through
     def check(self) -> dict[str, str]:
         """Fail fast (FatalError) when the queue is missing or not ours to read. Returns its attributes."""
         response = aws.call(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from s3events.capture.heartbeat import VisibilityHeartbeat
 from s3events.capture.queue import SqsQueue
 from s3events.capture.service import run_capture
 from s3events.config import load_settings
+from s3events.dev.fault_proxy import Fault, FaultProxy
 from s3events.infra import aws
 from tests.conftest import EVENTS_DIR, TRICKY_KEYS, Stack, read_table, run_cli
 
@@ -290,3 +292,17 @@ def _hundred_poison_bodies(bucket: str) -> list[str]:
         broken.append(json.dumps(bad))
     kinds.extend(broken)
     return [kinds[i % len(kinds)] for i in range(100)]
+
+
+def test_capture_starts_when_the_queue_answers_its_first_attribute_reads_with_503(make_stack, s3):
+    """A continuous capture's start-up read of the queue met a 503 on every one of botocore's attempts
+    and the process exited: a transient answer at start-up is retried like one in a cycle."""
+    stack = make_stack()
+    s3.put_object(Bucket=stack.bucket, Key="in/0.json", Body=b"{}")
+    with FaultProxy(stack.endpoint_url) as proxy:
+        unavailable = proxy.add(Fault("status", operation="GetQueueAttributes", times=4))  # > botocore's 3
+        settings = load_settings(None, replace(stack, endpoint_url=proxy.url).conf())
+        settings.validate_for("capture")
+        totals = run_capture(settings, once=True)
+    assert unavailable.times == 0  # every injected fault was met
+    assert totals.written == 1
