@@ -41,7 +41,7 @@ from s3events.ingest.files.formats import (
 )
 from s3events.ingest.files.formats.whole_file import WholeFileReader, binary_reader
 from s3events.ingest.files.formats.whole_spark import read_on_spark
-from s3events.ingest.files.frames import collected, files_frame
+from s3events.ingest.files.frames import collected, files_frame, files_where, without_files
 from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.lineage import LINEAGE
 from s3events.ingest.files.merge_input import MergeInput
@@ -135,10 +135,8 @@ def _parse_lines(
         *LINEAGE, F.col("value").alias("raw"), F.col("_error").alias("error")
     )
     # All or nothing per file: a file that broke mid-stream (corrupt gzip, ...) contributes no rows.
-    broken = lines.where(F.col("_error").isNotNull() & F.col("_source_line").isNull()).select("_source_file")
-    ok = lines.where(F.col("_error").isNull()).join(
-        F.broadcast(broken.distinct()), "_source_file", "left_anti"
-    )
+    broken = files_where(lines, F.col("_error").isNotNull() & F.col("_source_line").isNull())
+    ok = without_files(lines.where(F.col("_error").isNull()), broken)
     # Blank lines carry no record in JSON lines or CSV: skipped, not errors.
     ok = ok.where(F.trim(F.col("value")) != "")
     good, bad = _LINE_PARSERS[target.format](spark, ok, target, options, existing, cached)

@@ -38,7 +38,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from s3events.errors import S3EventsError
 from s3events.ingest.error_table import ERROR_SCHEMA
-from s3events.ingest.files import latest_rows, rescue
+from s3events.ingest.files import frames, latest_rows, rescue
 from s3events.ingest.files.key_columns import KeyColumns, object_key, with_key_columns
 from s3events.ingest.files.line_parse import arrow_schema
 from s3events.ingest.files.lineage import INGESTED_AT, TIMESTAMP, event_time
@@ -227,10 +227,7 @@ def key_failures(files: tuple[FileRef, ...], key_columns: KeyColumns | None) -> 
 
 def without_files(good: DataFrame, bad: DataFrame, failed: dict[str, str]) -> tuple[DataFrame, DataFrame]:
     """The rows and error rows of the files not in `failed` (a key's error row stands for each)."""
-    if not failed:
-        return good, bad
-    gone = F.col("_source_file").isin(list(failed))
-    return good.where(~gone), bad.where(~gone)
+    return frames.without_files(good, list(failed)), frames.without_files(bad, list(failed))
 
 
 def key_error_rows(files: tuple[FileRef, ...], failed: dict[str, str], ingested_at: datetime) -> pa.Table:

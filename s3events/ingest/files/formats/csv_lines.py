@@ -11,7 +11,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from s3events.ingest.files import line_parse, rescue_rows
 from s3events.ingest.files.formats.csv_fields import MAX_CSV_COLUMNS, csv_fields, too_wide
-from s3events.ingest.files.frames import collected
+from s3events.ingest.files.frames import collected, without_files
 from s3events.ingest.files.line_parse import (
     CORRUPT,
     ddl,
@@ -38,12 +38,16 @@ def parse_lines(
     parsed by its own header: files of one batch whose headers differ (the same columns in another
     order, or other columns) are parsed a group per distinct header, the groups' rows joined by name."""
     if options.pop("header", "true").lower() != "true":
-        return _parse_group(spark, ok, None, target, options, existing, cached, table=existing)
+        return _parse_group(spark, ok, None, target, options, existing, cached, table=existing, header=None)
     headers = ok.where(F.col("_source_line") == 1)
     ok = ok.where(F.col("_source_line") != 1)
-    distinct = [row["value"] for row in collected(headers.select("value").distinct())]
+    # Each file's header on the driver (a line per file): the groups below are filters by file name, not
+    # joins, whose broadcasts would run again in every later action.
+    files_of: dict[str, list[str]] = {}
+    for row in collected(headers.select("value", "_source_file")):
+        files_of.setdefault(row["value"], []).append(row["_source_file"])
     sep, quote = options.get("sep", options.get("delimiter", ",")), options.get("quote", '"')
-    wide = {line: n for line in distinct if (n := csv_fields(line, sep, quote)) > MAX_CSV_COLUMNS}
+    wide = {line: n for line in files_of if (n := csv_fields(line, sep, quote)) > MAX_CSV_COLUMNS}
     if wide:  # Spark's parser fails the whole job on such a line: these files become one error row each
         why = [(h, too_wide(n)) for h, n in wide.items()]
         reasons = spark.createDataFrame(why, "value string, error string")
@@ -52,33 +56,36 @@ def parse_lines(
             F.lit(None).cast("string").alias("raw"),
             "error",
         )
-        files = F.broadcast(rejected.select("_source_file"))
-        ok = ok.join(files, "_source_file", "left_anti")
-        headers = headers.join(files, "_source_file", "left_anti")
-        narrow = [h for h in distinct if h not in wide]
-        good, bad = _parse_headers(spark, ok, headers, narrow, target, options, existing, cached)
+        gone = sorted(uri for line in wide for uri in files_of.pop(line))
+        ok, headers = without_files(ok, gone), without_files(headers, gone)
+        good, bad = _parse_headers(spark, ok, headers, files_of, target, options, existing, cached)
         return good, bad.unionByName(rejected)
-    return _parse_headers(spark, ok, headers, distinct, target, options, existing, cached)
+    return _parse_headers(spark, ok, headers, files_of, target, options, existing, cached)
 
 
 def _parse_headers(
     spark: SparkSession,
     ok: DataFrame,
     headers: DataFrame,
-    distinct: list[str],
+    files_of: dict[str, list[str]],  # header line -> the files it heads
     target: TargetSpec,
     options: dict[str, str],
     existing: pa.Schema | None,
     cached: list[DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
-    if len(distinct) <= 1:
-        return _parse_group(spark, ok, headers, target, options, existing, cached, table=existing)
+    if len(files_of) <= 1:
+        only = next(iter(files_of), None)
+        return _parse_group(
+            spark, ok, headers, target, options, existing, cached, table=existing, header=only
+        )
     goods, bads = [], []
     known = existing
-    for line in sorted(distinct):
+    for line in sorted(files_of):
         group_headers = headers.where(F.col("value") == F.lit(line))
-        group = ok.join(F.broadcast(group_headers.select("_source_file")), "_source_file", "left_semi")
-        good, bad = _parse_group(spark, group, group_headers, target, options, known, cached, table=existing)
+        group = ok.where(F.col("_source_file").isin(files_of[line]))
+        good, bad = _parse_group(
+            spark, group, group_headers, target, options, known, cached, table=existing, header=line
+        )
         goods.append(good)
         bads.append(bad)
         known = _with_new_columns(known, good)  # later groups keep the types earlier ones gave
@@ -101,8 +108,9 @@ def _parse_group(
     cached: list[DataFrame],
     *,
     table: pa.Schema | None,  # the table's schema (`existing` adds earlier header groups' columns)
+    header: str | None,  # the group's header line (None: no file has one)
 ) -> tuple[DataFrame, DataFrame]:
-    schema = _line_schema(spark, target, headers, ok, options, existing)
+    schema = _line_schema(spark, target, headers is not None, header, ok, options, existing)
     if headers is not None and (refused := line_parse.refused_files(ok, headers, schema, existing)):
         return refused
     fields: tuple[str, ...] = ()
@@ -129,7 +137,8 @@ def _with_new_columns(existing: pa.Schema | None, rows: DataFrame) -> pa.Schema:
 def _line_schema(
     spark: SparkSession,
     target: TargetSpec,
-    headers: DataFrame | None,
+    has_header: bool,
+    header: str | None,
     ok: DataFrame,
     options: dict[str, str],
     existing: pa.Schema | None,
@@ -137,16 +146,15 @@ def _line_schema(
     declared = declared_schema(target)
     if declared is not None:
         return declared
-    if headers is None:
+    if not has_header:
         raise ValueError(
             f"target {target.name}: csv without a header needs s3events.ingest.target.<name>.schema"
         )
-    first = headers.select("value").limit(1)
-    if first.isEmpty():
+    if header is None:
         return evolve(existing, T.StructType([]))
-    # Stays in the JVM: the header line first (Spark takes a Dataset's first line as the header), then
-    # the data lines of every file.
-    sample = first.union(ok.select("value"))
+    # The header line first (Spark takes a Dataset's first line as the header), then the data lines of
+    # every file, which stay in the JVM.
+    sample = spark.createDataFrame([(header,)], "value string").union(ok.select("value"))
     inferred = (
         spark.read.options(**options)
         .option("header", True)
@@ -161,5 +169,5 @@ def _line_schema(
     # in the lines: they are added after parsing).
     table = {f.name: f for f in from_arrow_schema(existing).fields}
     skip = {*LINEAGE, INGESTED_AT, CORRUPT}
-    header = T.StructType([table.get(f.name, f) for f in inferred.fields if f.name not in skip])
-    return typed_inferred(target, header, existing)
+    columns = T.StructType([table.get(f.name, f) for f in inferred.fields if f.name not in skip])
+    return typed_inferred(target, columns, existing)

@@ -21,7 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from s3events.infra.aws import AwsOptions
 from s3events.ingest.files import case_clash
 from s3events.ingest.files.formats.whole_file import Rows, Schema, WholeFileReader
-from s3events.ingest.files.frames import FilesFrame, collected
+from s3events.ingest.files.frames import FilesFrame, collected, files_where, without_files
 from s3events.ingest.files.line_parse import evolve
 from s3events.ingest.files.lineage import INGESTED_AT, LINEAGE
 from s3events.ingest.files.objects import LINE_SCHEMA, ObjectReadError
@@ -51,10 +51,8 @@ def read_on_spark(
     cached.append(read)  # read once: the rows and the broken files both come from it
     broken = read.where(F.col(_READ_ERROR).isNotNull())
     # All or nothing per file, as for text: a file with a corrupt later row group contributes no rows.
-    good = (
-        read.where(F.col(_READ_ERROR).isNull())
-        .join(F.broadcast(broken.select("_source_file").distinct()), "_source_file", "left_anti")
-        .drop(_READ_ERROR)
+    good = without_files(read.where(F.col(_READ_ERROR).isNull()), files_where(broken, F.lit(True))).drop(
+        _READ_ERROR
     )
     bad_schema = from_arrow_schema(pa.schema([f for f in ERROR_SCHEMA if f.name != INGESTED_AT]))
     bad = spark.createDataFrame(
