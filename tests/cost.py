@@ -53,7 +53,14 @@ def tree_cpu_seconds(root: int) -> float:
 
 
 def _record(phase: str, item: pytest.Item, cpu: float, wall: float) -> None:
-    line = {phase: item.nodeid, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "load": os.getloadavg()[0]}
+    line = {
+        phase: item.nodeid,
+        "cpu_s": round(cpu, 2),
+        "wall_s": round(wall, 2),
+        "load": os.getloadavg()[0],
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "-"),  # with `ended`: each worker's timeline
+        "ended": round(time.time(), 2),
+    }
     with open(os.environ.get("S3EVENTS_TEST_COST", ".pytest_cache/test-cost.jsonl"), "a") as out:
         out.write(json.dumps(line) + "\n")
 
