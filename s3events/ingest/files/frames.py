@@ -105,9 +105,9 @@ def collected(frame: DataFrame) -> list[dict[str, Any]]:
 
 
 def files_where(frame: DataFrame, condition: Column) -> list[str]:
-    """The distinct `_source_file`s of `frame`'s rows meeting `condition`, on the driver. Dropping them
-    by name (`without_files`) rather than by a broadcast join: a join's broadcast ran again as a job of
-    its own in every later action over `frame` (a small CSV batch took 22 jobs, 13 without)."""
+    """The distinct `_source_file`s of `frame`'s rows meeting `condition`, on the driver, for dropping
+    those files' rows by name (`without_files`): a broadcast join's broadcast would run again as a job
+    of its own in every later action over `frame`."""
     # Deduplicated here: few rows meet the conditions used (a row per broken file), and Spark's distinct
     # would add a shuffle, a job more.
     return sorted({r["_source_file"] for r in collected(frame.where(condition).select("_source_file"))})

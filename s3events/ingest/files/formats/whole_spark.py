@@ -49,11 +49,10 @@ def read_on_spark(
         from_arrow_schema(read_schema),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(read)  # read once: the rows and the broken files both come from it
-    broken = read.where(F.col(_READ_ERROR).isNotNull())
+    failed = F.col(_READ_ERROR).isNotNull()
+    broken = read.where(failed)
     # All or nothing per file, as for text: a file with a corrupt later row group contributes no rows.
-    good = without_files(read.where(F.col(_READ_ERROR).isNull()), files_where(broken, F.lit(True))).drop(
-        _READ_ERROR
-    )
+    good = without_files(read.where(~failed), files_where(read, failed)).drop(_READ_ERROR)
     bad_schema = from_arrow_schema(pa.schema([f for f in ERROR_SCHEMA if f.name != INGESTED_AT]))
     bad = spark.createDataFrame(
         [(uri, etag, None, None, error, None) for uri, etag, error in errors], bad_schema
