@@ -294,6 +294,7 @@ def _hundred_poison_bodies(bucket: str) -> list[str]:
     return [kinds[i % len(kinds)] for i in range(100)]
 
 
+@pytest.mark.chaos
 def test_capture_starts_when_the_queue_answers_its_first_attribute_reads_with_503(make_stack, s3):
     """A continuous capture's start-up read of the queue met a 503 on every one of botocore's attempts
     and the process exited: a transient answer at start-up is retried like one in a cycle."""
