@@ -29,8 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# Measured: a local[1] session's start and four small jobs took 17-27 s with C1 only instead of 45-50 s
-# on a loaded 2-core machine.
+# What each option saves: docs/development.md ("How the parallel run is arranged").
 _COMPILE = "-XX:TieredStopAtLevel=1"
 _INTERPRETED = "-Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"

@@ -200,8 +200,8 @@ def _transaction_version(
     table: DeltaTable, table_uri: str, app_id: str, handle: TableHandle | None = None
 ) -> int | None:
     """`table.transaction_version(app_id)`, its storage errors in one line naming the table: delta-rs
-    reads the log again for it (it is not in the loaded snapshot; at 95 commits after the table's last
-    checkpoint 1.8 ms of CPU a call), so an outage shows here too. Kept by `handle` per table version."""
+    reads the log again for it (it is not in the loaded snapshot: see docs/architecture.md, "Reading a
+    table's state"), so an outage shows here too. Kept by `handle` per table version."""
     if handle is not None:
         return handle.known(table, f"txn:{app_id}", lambda: _transaction_version(table, table_uri, app_id))
     try:
